@@ -1,0 +1,20 @@
+"""ioattn: the I/O complexity of attention, counted exactly.
+
+>>> import numpy as np, ioattn
+>>> Q = K = V = np.random.default_rng(0).standard_normal((256, 32))
+>>> r = ioattn.run("flash", Q, K, V, M=1024)
+>>> r.io == ioattn.io_cost("flash", 256, 32, 1024)
+True
+"""
+
+from . import bounds
+from .algorithms import matmul_cost, plan_matmul, run_matmul
+from .api import RunResult, algorithms, io_cost, plan, run
+from .memory import CacheOverflowError, IOCount, SlowArray, Transfer, TwoLevelMemory
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CacheOverflowError", "IOCount", "RunResult", "SlowArray", "Transfer", "TwoLevelMemory",
+    "algorithms", "bounds", "io_cost", "matmul_cost", "plan", "plan_matmul", "run", "run_matmul",
+]

@@ -1,0 +1,247 @@
+"""Blocked matrix multiplication with the outer-product schedule: the building block.
+
+``C = A @ B`` with ``A`` of shape ``(m, k)`` and ``B`` of shape ``(k, n)``. Each ``b_r x b_c``
+tile of ``C`` stays in the cache while matching column strips of ``A`` and row strips of ``B``
+stream past it, ``L`` columns (rows) at a time; the tile is then written once. Streaming in
+chunks of ``L`` instead of one rank-1 update at a time moves exactly the same entries, so the
+I/O is
+
+    k * (m * ceil(n / b_c) + n * ceil(m / b_r)) + m * n,
+
+about ``2mnk/b + mn`` for square tiles of side ``b``. The default tile is the largest square with
+``b**2 + 2b <= M`` (one tile plus one column of ``A`` and one row of ``B``),
+``b = floor(sqrt(M + 1)) - 1``, reshaped by :func:`best_tile` so that ``ceil`` wastes little; the
+cost approaches the ``2mnk/sqrt(M) + mn`` of [COSMA]_.
+
+The same tiled loop, with hooks, computes the two products of square-tiling attention and the two
+of standard attention.
+
+References
+----------
+.. [COSMA] G. Kwasniewski et al., "Red-blue pebbling revisited: near optimal parallel matrix-matrix
+   multiplication", SC 2019 (the outer-product schedule and Q >= 2mnk/sqrt(M) + mn).
+.. [SLLG] T. M. Smith, B. Lowery, J. Langou, R. A. van de Geijn, "A tight I/O lower bound for
+   matrix multiplication", arXiv:1702.02017 (leading term 2mnk/sqrt(M)).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from math import isqrt
+from typing import Callable
+
+import numpy as np
+
+from .._validate import as_count, as_matrix
+from ..memory import IOCount, SlowArray, TwoLevelMemory
+from .base import ceil_div
+
+__all__ = ["MatmulPlan", "MatmulResult", "plan_matmul", "matmul_cost", "run_matmul",
+           "best_tile", "outer_product_side", "product_io", "product_reads_bound", "strip_width",
+           "tiled_product"]
+
+
+def outer_product_side(M: int, extra_per_row: int = 0) -> int:
+    """Side ``b`` of the largest square tile with ``b**2 + (2 + extra_per_row) * b <= M``.
+
+    ``extra_per_row`` reserves that many entries per tile row for row statistics. Zero when no
+    tile fits.
+    """
+    c = 2 + extra_per_row
+    # b**2 + c*b <= M  <=>  (2b + c)**2 <= 4M + c**2
+    return max(0, (isqrt(4 * M + c * c) - c) // 2)
+
+
+def best_tile(m: int, n: int, M: int, extra_per_row: int = 0) -> tuple[int, int]:
+    """The output tile ``(b_r, b_c)`` the outer-product schedule uses for an ``m x n`` product.
+
+    Start from the largest square (:func:`outer_product_side`); for a number of row tiles near
+    ``ceil(m / b)`` make the rows as even as possible and the tile as wide as the cache then allows
+    (with one strip of each operand and ``extra_per_row`` entries per row), and the same with the
+    roles of rows and columns swapped. Of these, take the tile with the least I/O (then the
+    largest). It is never worse than the square and removes most of the loss from ``ceil``.
+    """
+    b = outer_product_side(M, extra_per_row)
+    if b < 1:
+        return 0, 0
+    e1 = 1 + extra_per_row
+
+    def cols_for(b_r):
+        return (b_r, min(n, (M - e1 * b_r) // (b_r + 1)))
+
+    def rows_for(b_c):
+        return (min(m, (M - b_c) // (b_c + e1)), b_c)
+
+    candidates = []
+    for size, fit in ((m, cols_for), (n, rows_for)):
+        T0 = ceil_div(size, min(b, size))
+        for T in range(max(1, T0 - 1), T0 + 2):
+            tile = fit(ceil_div(size, T))
+            if min(tile) >= 1:
+                candidates.append(tile)
+    return min(candidates, key=lambda t: (m * ceil_div(n, t[1]) + n * ceil_div(m, t[0]),
+                                          -t[0] * t[1], t))
+
+
+def strip_width(b_r: int, b_c: int, M: int, extra_per_row: int = 0) -> int:
+    """Columns of ``A`` (rows of ``B``) per strip beside a ``b_r x b_c`` tile: as many as fit."""
+    return (M - b_r * b_c - extra_per_row * b_r) // (b_r + b_c)
+
+
+@dataclass(frozen=True)
+class MatmulPlan:
+    """A ``(m, k) @ (k, n)`` product with ``b_r x b_c`` output tiles and ``L``-wide strips."""
+
+    m: int
+    k: int
+    n: int
+    M: int
+    b_r: int
+    b_c: int
+    L: int
+
+    @property
+    def footprint(self) -> int:
+        """Peak cache use: one output tile plus one strip of each operand (tiles clipped)."""
+        r, c, L = min(self.b_r, self.m), min(self.b_c, self.n), min(self.L, self.k)
+        return r * c + L * (r + c)
+
+
+def product_io(m: int, k: int, n: int, b_r: int, b_c: int) -> tuple[int, int]:
+    """Exact (reads, writes) of the tiled product: every tile reads its strips, writes itself."""
+    return k * (m * ceil_div(n, b_c) + n * ceil_div(m, b_r)), m * n
+
+
+def product_reads_bound(m: int, k: int, n: int, b_r: int, b_c: int) -> Fraction:
+    """``k (m (n / b_c + 1) + n (m / b_r + 1))``: the reads of :func:`product_io` without ceilings,
+    an upper bound since ``ceil(x) <= x + 1``."""
+    return k * (m * (Fraction(n, b_c) + 1) + n * (Fraction(m, b_r) + 1))
+
+
+def plan_matmul(m: int, k: int, n: int, M: int, tile=None) -> MatmulPlan:
+    """Tile sizes for ``C = A @ B`` under a cache of ``M`` entries.
+
+    Parameters
+    ----------
+    m, k, n : int
+        ``A`` is ``m x k``, ``B`` is ``k x n``.
+    M : int
+        Cache size in entries; the default tile needs ``M >= 3``.
+    tile : (int, int), optional
+        Output tile ``(b_r, b_c)`` instead of the one :func:`best_tile` picks; it needs
+        ``M >= b_r*b_c + b_r + b_c``.
+    """
+    m, k, n, M = (as_count(v, name) for v, name in ((m, "m"), (k, "k"), (n, "n"), (M, "M")))
+    if tile is None:
+        b_r, b_c = best_tile(m, n, M)
+        if b_r < 1:
+            raise ValueError(f"matmul needs a cache of at least M = 3 entries; got M = {M}")
+    else:
+        b_r, b_c = (as_count(v, "tile side") for v in tile)
+    L = strip_width(b_r, b_c, M)
+    if L < 1:
+        raise ValueError(
+            f"a {b_r}x{b_c} output tile with one strip of each operand needs "
+            f"M >= {b_r * b_c + b_r + b_c} entries; got M = {M}"
+        )
+    return MatmulPlan(m, k, n, M, b_r, b_c, L)
+
+
+def matmul_cost(m: int, k: int, n: int, M: int, tile=None) -> IOCount:
+    """Exact I/O of :func:`run_matmul` (reads, writes, peak) with no data.
+
+    Proven equal to the simulated count by ``tests/algorithms/test_matmul.py``.
+    """
+    p = plan_matmul(m, k, n, M, tile)
+    reads, writes = product_io(m, k, n, p.b_r, p.b_c)
+    return IOCount(reads=reads, writes=writes, peak=p.footprint)
+
+
+def tiled_product(
+    mem: TwoLevelMemory,
+    A: SlowArray,
+    B: SlowArray,
+    C: SlowArray,
+    plan: MatmulPlan,
+    *,
+    transpose_B: bool = False,
+    row_start: Callable | None = None,
+    prepare: Callable | None = None,
+    finish: Callable | None = None,
+    row_end: Callable | None = None,
+) -> None:
+    """The outer-product schedule, with hooks for the fused steps of attention.
+
+    Row blocks of ``C`` are outermost. ``row_start(i0, i1)`` may allocate per-row state (row
+    statistics) and returns it; ``prepare(a, state, first)`` may transform each strip of ``A`` in
+    the cache (``first`` is true in the first tile of the row block); ``finish(acc, state)``
+    transforms the finished tile before it is written; ``row_end(state, i0, i1)`` stores and frees
+    the state. With ``transpose_B``, ``B`` is stored as ``(n, k)`` and strips are read from its rows.
+    """
+    m, k, n = plan.m, plan.k, plan.n
+    for i0 in range(0, m, plan.b_r):
+        i1 = min(i0 + plan.b_r, m)
+        state = row_start(i0, i1) if row_start else None
+        for j0 in range(0, n, plan.b_c):
+            j1 = min(j0 + plan.b_c, n)
+            acc = mem.allocate((i1 - i0, j1 - j0), "C tile")
+            for l0 in range(0, k, plan.L):
+                l1 = min(l0 + plan.L, k)
+                a = mem.read(A, slice(i0, i1), slice(l0, l1))
+                if prepare:
+                    prepare(a, state, j0 == 0)
+                if transpose_B:
+                    b = mem.read(B, slice(j0, j1), slice(l0, l1))
+                    acc += a @ b.T
+                else:
+                    b = mem.read(B, slice(l0, l1), slice(j0, j1))
+                    acc += a @ b
+                mem.free(a, b)
+            if finish:
+                finish(acc, state)
+            mem.write(C, acc, slice(i0, i1), slice(j0, j1))
+            mem.free(acc)
+        if row_end:
+            row_end(state, i0, i1)
+
+
+@dataclass(frozen=True)
+class MatmulResult:
+    """``output`` (the product), ``io`` (exact counts), ``plan`` and ``trace`` (or None)."""
+
+    output: np.ndarray
+    io: IOCount
+    plan: MatmulPlan
+    trace: list | None = None
+
+
+def run_matmul(A, B, M: int, *, tile=None, trace: bool = False) -> MatmulResult:
+    """Multiply ``A @ B`` through the two-level memory with the outer-product schedule.
+
+    Parameters
+    ----------
+    A, B : array_like
+        Finite floating matrices of shapes ``(m, k)`` and ``(k, n)``.
+    M : int
+        Cache size in entries.
+    tile : (int, int), optional
+        Output tile shape (see :func:`plan_matmul`).
+    trace : bool
+        Record every transfer.
+
+    Returns
+    -------
+    MatmulResult
+        ``.io`` equals :func:`matmul_cost` exactly.
+    """
+    A = as_matrix(A, "A")
+    B = as_matrix(B, "B")
+    if A.shape[1] != B.shape[0]:
+        raise ValueError(f"cannot multiply A of shape {A.shape} by B of shape {B.shape}")
+    (m, k), n = A.shape, B.shape[1]
+    plan = plan_matmul(m, k, n, M, tile)
+    mem = TwoLevelMemory(plan.M, trace=trace, owner="matmul")
+    hA, hB, hC = mem.load("A", A), mem.load("B", B), mem.allocate_slow("C", (m, n))
+    tiled_product(mem, hA, hB, hC, plan)
+    return MatmulResult(mem.fetch(hC), mem.io, plan, mem.trace)

@@ -1,0 +1,146 @@
+"""Square-tiling attention: the small-cache algorithm of Saha and Ye (Algorithm 1 of [SY]_).
+
+Two tiled matrix products through slow memory, both in the outer-product loop of
+:func:`~ioattn.algorithms.matmul.tiled_product`:
+
+1. ``S = tau Q K^T`` in ``B x B`` tiles, each built from strips of ``Q`` and ``K`` and written to
+   slow memory; the running row maximum ``m`` (kept for the rows of the current block) is written
+   once per row.
+2. ``O = softmax(S) V``: every strip of ``S`` is exponentiated as it arrives, ``exp(S - m)``; the
+   row sums ``l`` are accumulated during the first output tile of each row block, and each output
+   tile is divided by ``l`` before it is written.
+
+Writing the scores and exponentiating in phase 2 (instead of writing ``exp(S)`` as [SY]_ does)
+makes the result numerically stable at the price of writing and reading ``m`` (``2N`` entries)
+where [SY]_ writes and reads the row sums. Schedules:
+
+- ``"blocked"`` (default): Algorithm 1 of [SY]_, ``B = floor(sqrt(M / 4))`` and strips ``B``
+  wide, so the cache holds three ``B x B`` tiles and two row vectors: ``3B^2 + 2B <= M`` for
+  every ``M >= 5``.
+- ``"outer"``: the outer-product schedule of [COSMA]_ for each product: the tile of
+  :func:`~ioattn.algorithms.matmul.best_tile` (about ``sqrt(M) x sqrt(M)``, with room for the row
+  statistics) and strips as wide as the rest of the cache allows. This lowers the constant of the
+  ``N^2 d / sqrt(M)`` term from about 8 to about 4.
+
+With ``b_r x b_c`` tiles, a product ``(m, k) @ (k, n)`` reads
+``k (m ceil(n / b_c) + n ceil(m / b_r))`` entries and writes ``m n``. The exact I/O is that of
+the two products plus ``m`` written and read once::
+
+    reads  = d N (ceil(N / B) + ceil(N / B))  +  N (N ceil(d / B) + d ceil(N / B))  +  N,
+    writes = N^2 + N + N d                                   (blocked, B x B tiles),
+
+about ``8 N^2 d / sqrt(M) + N^2`` (blocked), a bound proved in the book's chapter on the small
+cache regime.
+
+References
+----------
+.. [SY] B. Saha, C. Ye, "The I/O complexity of attention, or how optimal is FlashAttention?",
+   ICML 2024, arXiv:2402.07443, Algorithm 1 and Theorem 3.5.
+.. [COSMA] G. Kwasniewski et al., SC 2019.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import isqrt
+
+import numpy as np
+
+from ..memory import IOCount
+from .base import Algorithm, Plan, register
+from .matmul import MatmulPlan, best_tile, product_io, strip_width, tiled_product
+
+SCHEDULES = ("blocked", "outer")
+
+
+@dataclass(frozen=True)
+class SquareTilingPlan(Plan):
+    """The two tiled products: ``phase1`` is ``Q K^T``, ``(N, d) @ (d, N)``; ``phase2`` is
+    ``exp(S - m) V``, ``(N, N) @ (N, d)``."""
+
+    schedule: str
+    phase1: MatmulPlan
+    phase2: MatmulPlan
+
+    @property
+    def footprint(self) -> int:
+        r1, r2 = min(self.phase1.b_r, self.N), min(self.phase2.b_r, self.N)
+        return max(self.phase1.footprint + r1, self.phase2.footprint + 2 * r2)
+
+
+@register
+class SquareTiling(Algorithm):
+    """Square-tiling attention [SY]_; see the module docstring for the rule and exact cost."""
+
+    name = "square_tiling"
+    summary = "Saha-Ye square tiling: S in BxB tiles through slow memory, then softmax(S) V"
+    options = {"schedule": "blocked"}
+
+    def min_M(self, d, schedule="blocked"):
+        if schedule not in SCHEDULES:
+            raise ValueError(
+                f"square_tiling schedule must be one of {', '.join(SCHEDULES)}; got {schedule!r}"
+            )
+        return 5
+
+    def describe_rule(self, d, schedule="blocked"):
+        if schedule == "blocked":
+            return "B = floor(sqrt(M/4)) must be at least 1 and 3B^2 + 2B must fit"
+        return "a 1x1 tile, one entry of each operand and two row statistics must fit"
+
+    def make_plan(self, N, d, M, schedule="blocked"):
+        if schedule == "blocked":
+            B = isqrt(M // 4)
+            return SquareTilingPlan(N, d, M, schedule, MatmulPlan(N, d, N, M, B, B, B),
+                                    MatmulPlan(N, N, d, M, B, B, B))
+        phases = []
+        for (m, k, n), stats in (((N, d, N), 1), ((N, N, d), 2)):
+            b_r, b_c = best_tile(m, n, M, extra_per_row=stats)
+            phases.append(MatmulPlan(m, k, n, M, b_r, b_c, strip_width(b_r, b_c, M, stats)))
+        return SquareTilingPlan(N, d, M, schedule, *phases)
+
+    def cost(self, plan: SquareTilingPlan) -> IOCount:
+        N = plan.N
+        reads, writes = N, N                       # the row maxima m: written once, read once
+        for p in (plan.phase1, plan.phase2):
+            r, w = product_io(p.m, p.k, p.n, p.b_r, p.b_c)
+            reads, writes = reads + r, writes + w
+        return IOCount(reads=reads, writes=writes, peak=plan.footprint)
+
+    def simulate(self, mem, Q, K, V, O, plan: SquareTilingPlan, scale):
+        N = plan.N
+        S = mem.allocate_slow("S", (N, N))
+        m = mem.allocate_slow("m", N)
+
+        def start_scores(i0, i1):
+            return mem.allocate(i1 - i0, "m_i", fill=-np.inf)
+
+        def finish_scores(S_ij, m_i):
+            S_ij *= scale
+            np.maximum(m_i, S_ij.max(axis=1), out=m_i)
+
+        def end_scores(m_i, i0, i1):
+            mem.write(m, m_i, slice(i0, i1))
+            mem.free(m_i)
+
+        tiled_product(mem, Q, K, S, plan.phase1, transpose_B=True,
+                      row_start=start_scores, finish=finish_scores, row_end=end_scores)
+
+        def start_output(i0, i1):
+            return mem.read(m, slice(i0, i1)), mem.allocate(i1 - i0, "l_i")
+
+        def exponentiate(S_strip, stats, first_tile):
+            m_i, l_i = stats
+            S_strip -= m_i[:, None]
+            np.exp(S_strip, out=S_strip)
+            if first_tile:
+                l_i += S_strip.sum(axis=1)
+
+        def normalise(O_tile, stats):
+            O_tile /= stats[1][:, None]
+
+        def end_output(stats, i0, i1):
+            mem.free(*stats)
+
+        tiled_product(mem, S, V, O, plan.phase2, row_start=start_output, prepare=exponentiate,
+                      finish=normalise, row_end=end_output)

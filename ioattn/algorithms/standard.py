@@ -1,0 +1,139 @@
+"""Standard attention: materialise ``S`` and ``P`` in slow memory (Algorithm 0 of [FA]_).
+
+Three kernels, as an unfused implementation runs them:
+
+1. ``S = tau Q K^T`` with the outer-product matrix product, written to slow memory;
+2. ``P = softmax(S)`` row by row, written to slow memory: when a whole row and its two statistics
+   fit (``N + 2 <= M``), blocks of ``R = floor(M / (N + 2))`` rows are read once; otherwise each
+   row is read twice in strips of ``M - 2`` entries, once for its maximum and sum (online) and
+   once to normalise;
+3. ``O = P V`` with the outer-product matrix product.
+
+Both products use the tiles of :func:`~ioattn.algorithms.matmul.plan_matmul`; a product
+``(m, k) @ (k, n)`` with ``b_r x b_c`` tiles reads ``k (m ceil(n / b_c) + n ceil(m / b_r))`` and
+writes ``m n``. With ``p`` the number of softmax passes (1 or 2)::
+
+    reads  = reads(Q K^T)  +  p N^2  +  reads(P V),
+    writes = N^2 + N^2 + N d.
+
+When ``M >= d^2`` this is ``Theta(N^2 + N d)``, as [FA]_ states. Square tiling with the
+outer-product schedule does the same products and saves the round trip of ``P``.
+
+References
+----------
+.. [FA] T. Dao et al., "FlashAttention", NeurIPS 2022, Algorithm 0 and Theorem 2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..memory import IOCount
+from .base import Algorithm, Plan, register
+from .matmul import MatmulPlan, plan_matmul, product_io, tiled_product
+
+
+@dataclass(frozen=True)
+class StandardPlan(Plan):
+    """The two products (``scores``: ``Q K^T``; ``output``: ``P V``) and the softmax's row block
+    ``R``, strip ``W`` and number of passes."""
+
+    scores: MatmulPlan
+    output: MatmulPlan
+    R: int
+    W: int
+    passes: int
+
+    @property
+    def footprint(self) -> int:
+        R = min(self.R, self.N)
+        softmax = R * min(self.W, self.N) + 2 * R
+        return max(self.scores.footprint, softmax, self.output.footprint)
+
+
+@register
+class Standard(Algorithm):
+    """Standard attention [FA]_ (materialises S and P); see the module docstring."""
+
+    name = "standard"
+    summary = "standard attention: S and P materialised in slow memory"
+    options = {}
+
+    def min_M(self, d):
+        return 3
+
+    def describe_rule(self, d):
+        return "a 1x1 product tile with one entry of each operand"
+
+    def make_plan(self, N, d, M):
+        scores, output = plan_matmul(N, d, N, M), plan_matmul(N, N, d, M)
+        if N + 2 <= M:
+            return StandardPlan(N, d, M, scores, output, R=min(N, M // (N + 2)), W=N, passes=1)
+        return StandardPlan(N, d, M, scores, output, R=1, W=M - 2, passes=2)
+
+    def cost(self, plan: StandardPlan) -> IOCount:
+        N = plan.N
+        reads, writes = plan.passes * N * N, N * N          # the softmax
+        for p in (plan.scores, plan.output):
+            r, w = product_io(p.m, p.k, p.n, p.b_r, p.b_c)
+            reads, writes = reads + r, writes + w
+        return IOCount(reads=reads, writes=writes, peak=plan.footprint)
+
+    def simulate(self, mem, Q, K, V, O, plan: StandardPlan, scale):
+        N = plan.N
+        S = mem.allocate_slow("S", (N, N))
+        P = mem.allocate_slow("P", (N, N))
+
+        def scale_tile(S_ij, state):
+            S_ij *= scale
+
+        tiled_product(mem, Q, K, S, plan.scores, transpose_B=True, finish=scale_tile)
+        if plan.passes == 1:
+            _softmax_rows(mem, S, P, plan.R)
+        else:
+            _softmax_strips(mem, S, P, plan.W)
+        tiled_product(mem, P, V, O, plan.output)
+
+
+def _softmax_rows(mem, S, P, R):
+    """One pass: blocks of whole rows, with their max and sum."""
+    N = S.shape[0]
+    for i0 in range(0, N, R):
+        rows = slice(i0, min(i0 + R, N))
+        S_i = mem.read(S, rows)
+        m_i = mem.allocate(S_i.shape[0], "m_i")
+        l_i = mem.allocate(S_i.shape[0], "l_i")
+        S_i.max(axis=1, out=m_i)
+        S_i -= m_i[:, None]
+        np.exp(S_i, out=S_i)
+        S_i.sum(axis=1, out=l_i)
+        S_i /= l_i[:, None]
+        mem.write(P, S_i, rows)
+        mem.free(S_i, m_i, l_i)
+
+
+def _softmax_strips(mem, S, P, W):
+    """Two passes over each row in strips of ``W``: online max and sum, then normalise."""
+    N = S.shape[0]
+    for i in range(N):
+        stats = mem.allocate(2, "m, l")                  # stats[0] = m, stats[1] = l
+        stats[0] = -np.inf
+        for j0 in range(0, N, W):
+            x = mem.read(S, slice(i, i + 1), slice(j0, min(j0 + W, N)))
+            m_new = max(stats[0], x.max())
+            x -= m_new
+            np.exp(x, out=x)
+            stats[1] = stats[1] * np.exp(stats[0] - m_new) + x.sum()
+            stats[0] = m_new
+            mem.free(x)
+        for j0 in range(0, N, W):
+            cols = slice(j0, min(j0 + W, N))
+            x = mem.read(S, slice(i, i + 1), cols)
+            x -= stats[0]
+            np.exp(x, out=x)
+            x /= stats[1]
+            mem.write(P, x, slice(i, i + 1), cols)
+            mem.free(x)
+        mem.free(stats)

@@ -1,0 +1,96 @@
+"""Exact I/O of every algorithm over a range of cache sizes: the data behind the CLI's table, the
+book's figures and the crossover explorer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import bounds
+from ._validate import as_count
+from .algorithms import REGISTRY, get
+from .api import io_cost
+
+__all__ = ["Sweep", "powers_of_two", "sweep"]
+
+
+def powers_of_two(lo: int, hi: int) -> list[int]:
+    """The powers of two ``p`` with ``lo <= p <= hi``."""
+    return [1 << k for k in range(max(0, lo - 1).bit_length(), hi.bit_length()) if lo <= 1 << k <= hi]
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """Exact totals per algorithm at each ``M`` (``None`` where it cannot run), with the bounds.
+
+    Attributes
+    ----------
+    N, d : int
+    Ms : list of int
+    totals : dict of str -> list of (int or None)
+        Exact I/O (reads + writes) from :func:`ioattn.io_cost`.
+    lower : list of int
+        :func:`ioattn.bounds.lower_bound` for standard matrix multiplication.
+    lower_any : list of int
+        :func:`ioattn.bounds.lower_bound` for any matrix multiplication.
+    crossovers : list of Crossover
+        Exact ``M`` where the cheapest algorithm changes (:func:`ioattn.bounds.crossovers`).
+    """
+
+    N: int
+    d: int
+    Ms: list[int]
+    totals: dict[str, list[int | None]]
+    lower: list[int]
+    lower_any: list[int]
+    crossovers: list = field(default_factory=list)
+
+    def cheapest(self) -> list[str | None]:
+        """The algorithm with the least I/O at each ``M`` (ties to the first name in sort order)."""
+        out = []
+        for k in range(len(self.Ms)):
+            options = [(t[k], name) for name, t in sorted(self.totals.items()) if t[k] is not None]
+            out.append(min(options)[1] if options else None)
+        return out
+
+    def table(self) -> str:
+        """A plain-text table: one row per ``M``, the cheapest marked with ``*``."""
+        names = sorted(self.totals)
+        width = max(12, *(len(n) + 2 for n in names))
+        head = f"{'M':>10}  " + "".join(f"{n:>{width}}" for n in names) + f"{'lower bound':>{width}}"
+        rows = [f"I/O of attention, N = {self.N}, d = {self.d} (d^2 = {self.d ** 2}); "
+                "exact counts, * = cheapest", head, "-" * len(head)]
+        for k, (M, best) in enumerate(zip(self.Ms, self.cheapest())):
+            cells = []
+            for name in names:
+                t = self.totals[name][k]
+                cells.append(f"{'-' if t is None else f'{t:,}' + ('*' if name == best else ' '):>{width}}")
+            marker = "   <- d^2" if M == self.d ** 2 else ""
+            rows.append(f"{M:>10,}  " + "".join(cells) + f"{self.lower[k]:>{width},} " + marker)
+        for c in self.crossovers:
+            rows.append(f"crossover: from M = {c.M:,} the cheapest is {c.after} "
+                        f"(it was {c.before} at M = {c.M - 1:,}); M / d^2 = {c.M / self.d ** 2:.3g}")
+        return "\n".join(rows)
+
+
+def sweep(N: int, d: int, Ms=None, names=None, options=None) -> Sweep:
+    """Exact I/O of ``names`` (default: every registered algorithm) at each ``M`` in ``Ms``.
+
+    ``Ms`` defaults to the powers of two from 4 to ``32 d^2``; ``options`` maps a name to its
+    options. Crossovers are located exactly between the smallest and largest ``M``.
+    """
+    N, d = as_count(N, "N"), as_count(d, "d")
+    Ms = [as_count(M, "M") for M in (Ms if Ms is not None else powers_of_two(4, 32 * d * d))]
+    names = sorted(names or REGISTRY)
+    options = options or {}
+    totals = {}
+    for name in names:
+        opts = options.get(name, {})
+        least = get(name).min_M(d, **{**get(name).options, **opts})
+        totals[name] = [io_cost(name, N, d, M, **opts).total if M >= least else None for M in Ms]
+    return Sweep(
+        N, d, Ms, totals,
+        lower=[bounds.lower_bound(N, d, M) for M in Ms],
+        lower_any=[bounds.lower_bound(N, d, M, matmul="any") for M in Ms],
+        crossovers=(bounds.crossovers(N, d, min(Ms), max(Ms), names, options)
+                    if len(Ms) > 1 else []),
+    )

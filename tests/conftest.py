@@ -1,0 +1,42 @@
+"""Shared helpers: the plain NumPy reference and random inputs."""
+
+import numpy as np
+import pytest
+from hypothesis import settings
+
+settings.register_profile("ioattn", deadline=None, max_examples=60, derandomize=True)
+settings.load_profile("ioattn")
+
+#: Every attention algorithm with every option value worth testing: (name, options).
+VARIANTS = [
+    ("flash", {}),
+    ("flash", {"variant": "fa1"}),
+    ("square_tiling", {}),
+    ("square_tiling", {"schedule": "outer"}),
+    ("standard", {}),
+]
+VARIANT_IDS = [name + "".join(f"-{v}" for v in opts.values()) for name, opts in VARIANTS]
+
+
+def reference_attention(Q, K, V, scale=None):
+    """softmax(scale Q K^T) V with the row maximum subtracted, in float64 NumPy."""
+    scale = 1 / np.sqrt(Q.shape[1]) if scale is None else scale
+    S = scale * (Q @ K.T)
+    S -= S.max(axis=1, keepdims=True)
+    P = np.exp(S)
+    P /= P.sum(axis=1, keepdims=True)
+    return P @ V
+
+
+def relative_error(x, y):
+    return float(np.abs(x - y).max() / np.abs(y).max())
+
+
+def random_qkv(N, d, seed=0, magnitude=1.0):
+    rng = np.random.default_rng(seed)
+    return tuple(magnitude * rng.standard_normal((N, d)) for _ in range(3))
+
+
+@pytest.fixture(params=VARIANTS, ids=VARIANT_IDS)
+def variant(request):
+    return request.param
