@@ -8,7 +8,7 @@ import numpy as np
 
 
 def as_count(value, name: str, least: int = 1) -> int:
-    """``value`` as a Python int ``>= least``; TypeError if not an integer, ValueError if too small."""
+    """``value`` as a Python int ``>= least``: TypeError if not an integer, ValueError if less."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
     value = int(value)

@@ -79,7 +79,7 @@ def io_cost(name: str, N: int, d: int, M: int, **options) -> IOCount:
 
 def run(name: str, Q, K, V, M: int, *, scale: float | None = None, trace: bool = False,
         **options) -> RunResult:
-    """Compute ``softmax(scale * Q K^T) V`` with algorithm ``name`` through a cache of ``M`` entries.
+    """Compute ``softmax(scale Q K^T) V`` with algorithm ``name`` through a cache of ``M`` entries.
 
     Parameters
     ----------

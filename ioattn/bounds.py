@@ -20,6 +20,7 @@ Lower bounds
   of its ``N^2 d`` products (Loomis-Whitney), hence ``q >= M (ceil(N^2 d / M^{3/2}) - 1) - N^2``.
   This is [SY]_ Theorem 3.7 with explicit constants, for algorithms that compute each product of
   ``Q K^T`` once; [SLLG]_ sharpen the matrix-product constant from 1 to 2.
+- :func:`matmul_lower`: the same Loomis-Whitney segment argument for one standard matrix product.
 - :func:`any_matmul_lower` (any matrix-multiplication algorithm, fast ones included, over a
   field ``F_q`` with ``q > N``): [SY]_ Theorem 4.8. Splitting the run into epochs of ``M`` I/Os,
   an epoch computes at most ``B = 8 max(M^2/d^2, M)`` entries of ``Q K^T`` by their
@@ -62,7 +63,8 @@ from .algorithms.matmul import product_reads_bound
 from .api import io_cost, plan
 
 __all__ = [
-    "Crossover", "any_matmul_lower", "cheapest", "crossovers", "lower_bound", "order",
+    "Crossover", "any_matmul_lower", "cheapest", "crossovers", "lower_bound", "matmul_lower",
+    "order",
     "partition_lower", "reduction_lower", "regime", "trivial_lower", "upper_bound",
 ]
 
@@ -116,6 +118,18 @@ def any_matmul_lower(N: int, d: int, M: int) -> int:
     N, d, M = _sizes(N, d, M)
     epochs = ceil_div(N * N * d * d, 8 * max(M * M, M * d * d))
     return M * max(0, epochs - 1)
+
+
+def matmul_lower(m: int, k: int, n: int, M: int) -> int:
+    """``max(mk + kn + mn, M (ceil(mnk / M^{3/2}) - 1))``: a standard ``(m, k) @ (k, n)`` product.
+
+    Every input is read and every output written; and a segment of ``M`` I/Os performs at most
+    ``M^{3/2}`` of the ``mnk`` products (Loomis-Whitney; see the module docstring). [SLLG]_ prove
+    the sharper leading term ``2 mnk / sqrt(M)``.
+    """
+    m, k, n, M = (as_count(v, name) for v, name in ((m, "m"), (k, "k"), (n, "n"), (M, "M")))
+    segments = _ceil_sqrt_ratio((m * n * k) ** 2, M ** 3)
+    return max(m * k + k * n + m * n, M * (segments - 1))
 
 
 def lower_bound(N: int, d: int, M: int, matmul: str = "standard") -> int:
@@ -187,7 +201,7 @@ def cheapest(N: int, d: int, M: int, names=None, options=None) -> str | None:
 
 
 class Crossover(NamedTuple):
-    """At cache size ``M`` the cheapest algorithm changes from ``before`` (at ``M - 1``) to ``after``."""
+    """At cache size ``M`` the cheapest algorithm is ``after``; at ``M - 1`` it was ``before``."""
 
     M: int
     before: str | None

@@ -234,7 +234,7 @@ class TwoLevelMemory:
         """Release cache buffers (their entries stop counting toward the occupancy)."""
         for buf in buffers:
             if self._buffers.pop(id(buf), None) is None:
-                raise ValueError("free() takes buffers that are in the cache (was it freed already?)")
+                raise ValueError("free() takes buffers in the cache (was this one freed already?)")
             self.occupancy -= buf.size
 
     @property

@@ -15,7 +15,7 @@ __all__ = ["Sweep", "powers_of_two", "sweep"]
 
 def powers_of_two(lo: int, hi: int) -> list[int]:
     """The powers of two ``p`` with ``lo <= p <= hi``."""
-    return [1 << k for k in range(max(0, lo - 1).bit_length(), hi.bit_length()) if lo <= 1 << k <= hi]
+    return [1 << k for k in range(hi.bit_length()) if lo <= 1 << k <= hi]
 
 
 @dataclass(frozen=True)
@@ -56,19 +56,22 @@ class Sweep:
         """A plain-text table: one row per ``M``, the cheapest marked with ``*``."""
         names = sorted(self.totals)
         width = max(12, *(len(n) + 2 for n in names))
-        head = f"{'M':>10}  " + "".join(f"{n:>{width}}" for n in names) + f"{'lower bound':>{width}}"
+        head = (f"{'M':>10}  " + "".join(f"{n:>{width}}" for n in names)
+                + f"{'lower bound':>{width}}")
         rows = [f"I/O of attention, N = {self.N}, d = {self.d} (d^2 = {self.d ** 2}); "
                 "exact counts, * = cheapest", head, "-" * len(head)]
         for k, (M, best) in enumerate(zip(self.Ms, self.cheapest())):
             cells = []
             for name in names:
                 t = self.totals[name][k]
-                cells.append(f"{'-' if t is None else f'{t:,}' + ('*' if name == best else ' '):>{width}}")
+                text = "-" if t is None else f"{t:,}" + ("*" if name == best else " ")
+                cells.append(f"{text:>{width}}")
             marker = "   <- d^2" if M == self.d ** 2 else ""
             rows.append(f"{M:>10,}  " + "".join(cells) + f"{self.lower[k]:>{width},} " + marker)
         for c in self.crossovers:
             rows.append(f"crossover: from M = {c.M:,} the cheapest is {c.after} "
-                        f"(it was {c.before} at M = {c.M - 1:,}); M / d^2 = {c.M / self.d ** 2:.3g}")
+                        f"(it was {c.before} at M = {c.M - 1:,}); "
+                        f"M / d^2 = {c.M / self.d ** 2:.3g}")
         return "\n".join(rows)
 
 

@@ -46,7 +46,7 @@ class Algorithm:
     options: ClassVar[dict] = {}
 
     def min_M(self, d: int, **options) -> int:
-        """The smallest cache size from which this algorithm's block rule fits, for every larger M."""
+        """The least M from which the block rule fits, for that M and every larger one."""
         raise NotImplementedError
 
     def make_plan(self, N: int, d: int, M: int, **options) -> Plan:

@@ -25,7 +25,8 @@ rule sizes the four ``d``-wide blocks to fill the cache on their own and leaves 
 time, as many as fit beside ``K_j, V_j``. That moves exactly the entries the paper's step moves::
 
     footprint = 2 B_c d + R (2d + B_c + 4) <= M,
-    I/O = 2 N d + ceil(N / B_c) N (2d + 2)  (reads)  +  N d + 2N + ceil(N / B_c) N (d + 2)  (writes).
+    reads  = 2 N d + ceil(N / B_c) N (2d + 2),
+    writes = N d + 2N + ceil(N / B_c) N (d + 2).
 
 References
 ----------

@@ -177,7 +177,7 @@ def tiled_product(
     statistics) and returns it; ``prepare(a, state, first)`` may transform each strip of ``A`` in
     the cache (``first`` is true in the first tile of the row block); ``finish(acc, state)``
     transforms the finished tile before it is written; ``row_end(state, i0, i1)`` stores and frees
-    the state. With ``transpose_B``, ``B`` is stored as ``(n, k)`` and strips are read from its rows.
+    the state. With ``transpose_B``, ``B`` is stored as ``(n, k)``: strips are read from its rows.
     """
     m, k, n = plan.m, plan.k, plan.n
     for i0 in range(0, m, plan.b_r):

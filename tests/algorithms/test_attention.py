@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import ioattn
 from ioattn.algorithms import get
 
-from ..conftest import VARIANTS, VARIANT_IDS, random_qkv, reference_attention, relative_error
+from ..conftest import VARIANT_IDS, VARIANTS, random_qkv, reference_attention, relative_error
 
 # (N, d, M): odd N, N below one block, d not a power of two, M at and around d^2.
 SHAPES = [(1, 1, 200), (7, 3, 64), (37, 5, 200), (64, 16, 256), (33, 12, 144), (50, 7, 1000),

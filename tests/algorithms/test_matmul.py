@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from ioattn import matmul_cost, plan_matmul, run_matmul
 from ioattn.algorithms.matmul import outer_product_side
+from ioattn.bounds import matmul_lower
 
 
 @pytest.mark.parametrize("m, k, n, M", [(1, 1, 1, 3), (7, 5, 9, 3), (16, 16, 16, 64),
@@ -31,6 +32,7 @@ def test_count_equals_closed_form(m, k, n, M, square):
     r = run_matmul(A, B, M, tile=tile)
     assert r.io == matmul_cost(m, k, n, M, tile=tile)
     assert r.io.peak <= M
+    assert r.io.total >= matmul_lower(m, k, n, M)
     np.testing.assert_allclose(r.output, A @ B, rtol=1e-10, atol=1e-10)
 
 
@@ -45,7 +47,7 @@ def test_close_to_the_outer_product_bound(s, M):
     """Within 20% of 2mnk/sqrt(M) + mn for square matrices, and never below the lower bound."""
     io = matmul_cost(s, s, s, M).total
     target = 2 * s ** 3 / math.sqrt(M) + s * s
-    assert target <= io <= 1.2 * target
+    assert matmul_lower(s, s, s, M) <= target <= io <= 1.2 * target
 
 
 def test_bad_input():

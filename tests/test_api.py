@@ -1,0 +1,91 @@
+"""The public entry points and their errors on bad input."""
+
+import numpy as np
+import pytest
+
+import ioattn
+
+from .conftest import random_qkv
+
+Q, K, V = random_qkv(8, 4)
+
+
+def test_algorithms_lists_the_registry():
+    assert ioattn.algorithms() == ["flash", "square_tiling", "standard"]
+
+
+def test_run_accepts_float32_and_lists():
+    out32 = ioattn.run("flash", Q.astype(np.float32), K, V, 100).output
+    assert out32.dtype == np.float64
+    out_list = ioattn.run("flash", Q.tolist(), K.tolist(), V.tolist(), 100).output
+    np.testing.assert_allclose(out_list, ioattn.run("flash", Q, K, V, 100).output, rtol=1e-15)
+
+
+def test_io_cost_ignores_scale_and_matches_run():
+    assert ioattn.io_cost("standard", 8, 4, 50, scale=2.0) == \
+        ioattn.run("standard", Q, K, V, 50, scale=2.0).io
+
+
+@pytest.mark.parametrize("args, error, message", [
+    ((Q, K[:5], V), ValueError, r"K has shape \(5, 4\) but Q has shape \(8, 4\)"),
+    ((Q, K, V[:, :3]), ValueError, r"V has shape \(8, 3\)"),
+    ((Q[0], K, V), ValueError, r"Q must be 2-D .* got 1-D"),
+    ((Q[None], K, V), ValueError, r"Q must be 2-D .* got 3-D"),
+    ((Q.astype(int), K, V), TypeError, "Q must hold floating-point values, got dtype int"),
+    ((Q, K.astype(complex), V), TypeError, "K must hold floating-point values, got dtype complex"),
+    ((Q, K, np.where(V > 0, np.nan, V)), ValueError, r"V has \d+ non-finite value"),
+    ((Q, np.full_like(K, np.inf), V), ValueError, "K has 32 non-finite value"),
+    ((np.empty((0, 4)), K, V), ValueError, "Q is empty"),
+    (([[1.0, 2.0], [3.0]], K, V), TypeError, "Q must be a 2-D array"),
+])
+def test_bad_arrays(args, error, message):
+    with pytest.raises(error, match=message):
+        ioattn.run("flash", *args, 100)
+
+
+@pytest.mark.parametrize("M, error, message", [
+    (100.0, TypeError, "M must be an integer"),
+    ("100", TypeError, "M must be an integer"),
+    (None, TypeError, "M must be an integer"),
+    (0, ValueError, "M must be at least 1"),
+    (10, ValueError, r"'flash' needs a cache of at least M = 20 entries at d = 4"),
+])
+def test_bad_M(M, error, message):
+    with pytest.raises(error, match=message):
+        ioattn.run("flash", Q, K, V, M)
+    with pytest.raises(error, match=message):
+        ioattn.io_cost("flash", 8, 4, M)
+
+
+def test_numpy_integers_are_integers():
+    assert ioattn.io_cost("flash", np.int64(8), np.int32(4), np.int64(100)) == \
+        ioattn.io_cost("flash", 8, 4, 100)
+
+
+def test_unknown_algorithm_lists_the_known_ones():
+    for call in (lambda: ioattn.run("flsh", Q, K, V, 100),
+                 lambda: ioattn.io_cost("flsh", 8, 4, 100),
+                 lambda: ioattn.plan(["flash"], 8, 4, 100)):
+        with pytest.raises(ValueError, match="unknown algorithm .*; known algorithms: "
+                                             "flash, square_tiling, standard"):
+            call()
+
+
+@pytest.mark.parametrize("N, d, message", [(0, 4, "N must be at least 1"),
+                                           (8, -1, "d must be at least 1"),
+                                           (8.5, 4, "N must be an integer")])
+def test_bad_sizes(N, d, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        ioattn.io_cost("square_tiling", N, d, 100)
+
+
+@pytest.mark.parametrize("scale", [0, -1.0, float("nan"), float("inf"), "1"])
+def test_bad_scale(scale):
+    with pytest.raises(ValueError, match="scale must be a finite positive number"):
+        ioattn.run("flash", Q, K, V, 100, scale=scale)
+
+
+def test_result_carries_the_plan_and_optional_trace():
+    r = ioattn.run("square_tiling", Q, K, V, 64)
+    assert r.plan == ioattn.plan("square_tiling", 8, 4, 64) and r.trace is None
+    assert ioattn.run("square_tiling", Q, K, V, 64, trace=True).trace

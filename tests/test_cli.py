@@ -1,0 +1,72 @@
+"""The ``ioattn`` command."""
+
+import subprocess
+import sys
+
+import pytest
+
+import ioattn
+from ioattn.cli import main
+
+
+def test_sweep_prints_exact_costs_and_the_crossover(capsys):
+    assert main(["sweep", "--N", "4096", "--d", "64"]) == 0
+    out = capsys.readouterr().out
+    flash_at_d2 = ioattn.io_cost("flash", 4096, 64, 4096).total
+    assert f"{flash_at_d2:,}*" in out                        # flash is cheapest at M = d^2
+    assert "<- d^2" in out and "crossover: from M = " in out
+    assert "lower bound" in out
+
+
+def test_algorithm_subset_and_range(capsys):
+    assert main(["sweep", "--N", "256", "--d", "16", "--M-min", "64", "--M-max", "1024",
+                 "--algorithms", "flash,square_tiling"]) == 0
+    out = capsys.readouterr().out
+    assert "standard" not in out
+    lines = [line for line in out.splitlines() if line.strip()[:1].isdigit()]
+    assert [int(line.split()[0].replace(",", "")) for line in lines] == [64, 128, 256, 512, 1024]
+
+
+def test_plot_is_written(tmp_path, capsys):
+    target = tmp_path / "sweep.png"
+    assert main(["sweep", "--N", "512", "--d", "16", "--plot", str(target)]) == 0
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"plot saved to {target}" in capsys.readouterr().out
+
+
+def test_check_simulates_every_point(capsys):
+    assert main(["sweep", "--N", "24", "--d", "4", "--M-max", "256", "--check"]) == 0
+    captured = capsys.readouterr()
+    assert "every count equals its closed form" in captured.out
+    assert "simulating" in captured.err                          # the progress bar
+
+
+def test_algorithms_command(capsys):
+    assert main(["algorithms"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in ioattn.algorithms())
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["sweep", "--N", "0", "--d", "4"], "expected a positive integer"),
+    (["sweep", "--N", "x", "--d", "4"], "expected a positive integer"),
+    (["sweep", "--N", "8", "--d", "4", "--algorithms", "flsh"], "unknown algorithm 'flsh'"),
+    (["sweep", "--d", "4"], "required: --N"),
+])
+def test_bad_arguments_exit_2_with_a_message(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_empty_range(capsys):
+    assert main(["sweep", "--N", "8", "--d", "4", "--M-min", "9", "--M-max", "15"]) == 2
+    assert "no power of two" in capsys.readouterr().err
+
+
+def test_python_dash_m():
+    done = subprocess.run([sys.executable, "-m", "ioattn", "sweep", "--N", "64", "--d", "8"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "crossover" in done.stdout
