@@ -213,7 +213,7 @@ def crossovers(N: int, d: int, M_min: int | None = None, M_max: int | None = Non
     """Every ``M`` where the cheapest algorithm changes, found from exact costs.
 
     The powers of two from ``M_min`` (default: the least ``M`` at which any of ``names`` runs)
-    to ``M_max`` (default: ``16 d^2``) are scanned; each change between neighbours is narrowed by
+    to ``M_max`` (default: ``32 d^2``) are scanned; each change between neighbours is narrowed by
     bisection to an exact ``M`` with a different winner at ``M - 1``. (Costs are step functions of
     ``M``, so between two powers of two a change could in principle be followed by a change back;
     such a pair is not seen.)
@@ -223,7 +223,7 @@ def crossovers(N: int, d: int, M_min: int | None = None, M_max: int | None = Non
     options = options or {}
     lo = M_min if M_min is not None else min(
         get(n).min_M(d, **{**get(n).options, **options.get(n, {})}) for n in names)
-    hi = M_max if M_max is not None else 16 * d * d
+    hi = M_max if M_max is not None else 32 * d * d
     if not lo < hi:
         return []
     powers = [1 << k for k in range(lo.bit_length(), hi.bit_length() + 1)]

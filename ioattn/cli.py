@@ -38,6 +38,20 @@ def _names(text: str) -> list[str]:
     return names
 
 
+def _option(text: str) -> tuple[str, str, object]:
+    try:
+        target, value = text.split("=", 1)
+        name, key = target.split(".", 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected NAME.KEY=VALUE (e.g. square_tiling.schedule=outer), got {text!r}") from None
+    _names(name)
+    if key not in get(name).options:
+        known = ", ".join(sorted(get(name).options)) or "none"
+        raise argparse.ArgumentTypeError(f"{name} has no option {key!r}; its options: {known}")
+    return name, key, int(value) if value.isdigit() else value
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ioattn", description="The I/O complexity of attention, "
                                 "counted exactly in a two-level memory model.")
@@ -49,6 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--M-min", type=_positive, default=4, help="smallest M (default 4)")
     s.add_argument("--M-max", type=_positive, help="largest M (default 32 d^2)")
     s.add_argument("--algorithms", type=_names, help="comma-separated names (default: all)")
+    s.add_argument("--option", type=_option, action="append", default=[], metavar="NAME.KEY=VALUE",
+                   help="an algorithm's option, e.g. square_tiling.schedule=outer (repeatable)")
     s.add_argument("--plot", metavar="FILE", help="save a log-log plot (PNG, SVG, PDF...)")
     s.add_argument("--check", action="store_true",
                    help="also simulate every point on random data and compare with the closed form")
@@ -66,7 +82,9 @@ def _check(result, seed: int = 0) -> int:
               for M, t in zip(result.Ms, totals) if t is not None]
     bad = 0
     for name, M in tqdm(points, desc="simulating", unit="run", file=sys.stderr):
-        counted, closed = run(name, Q, K, V, M).io, io_cost(name, result.N, result.d, M)
+        opts = result.options.get(name, {})
+        counted = run(name, Q, K, V, M, **opts).io
+        closed = io_cost(name, result.N, result.d, M, **opts)
         if counted != closed:
             bad += 1
             print(f"MISMATCH {name} M={M}: counted {counted}, closed form {closed}")
@@ -89,7 +107,14 @@ def main(argv=None) -> int:
     if not Ms:
         print(f"ioattn: no power of two between {args.M_min} and {M_max}", file=sys.stderr)
         return 2
-    result = sweep(args.N, args.d, Ms, args.algorithms)
+    options: dict[str, dict] = {}
+    for name, key, value in args.option:
+        options.setdefault(name, {})[key] = value
+    try:
+        result = sweep(args.N, args.d, Ms, args.algorithms, options)
+    except (TypeError, ValueError) as exc:
+        print(f"ioattn: {exc}", file=sys.stderr)
+        return 2
     print(result.table())
     if args.plot:
         import matplotlib

@@ -23,7 +23,7 @@ def plot_sweep(s: Sweep, ax=None):
         _, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
     for name, totals in sorted(s.totals.items()):
         pts = [(M, t) for M, t in zip(s.Ms, totals) if t is not None]
-        ax.plot(*zip(*pts), label=name, markersize=4, **STYLE.get(name, {}))
+        ax.plot(*zip(*pts), label=s.label(name), markersize=4, **STYLE.get(name, {}))
     lower = [(M, b) for M, b in zip(s.Ms, s.lower) if b > 0]
     if lower:
         ax.plot(*zip(*lower), "k--", lw=1, label="lower bound (standard matmul)")

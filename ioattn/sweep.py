@@ -43,6 +43,12 @@ class Sweep:
     lower: list[int]
     lower_any: list[int]
     crossovers: list = field(default_factory=list)
+    options: dict = field(default_factory=dict)
+
+    def label(self, name: str) -> str:
+        """``name`` with the options it was swept with, e.g. ``square_tiling (schedule=outer)``."""
+        opts = self.options.get(name)
+        return name + (" (" + ", ".join(f"{k}={v}" for k, v in opts.items()) + ")" if opts else "")
 
     def cheapest(self) -> list[str | None]:
         """The algorithm with the least I/O at each ``M`` (ties to the first name in sort order)."""
@@ -59,7 +65,10 @@ class Sweep:
         head = (f"{'M':>10}  " + "".join(f"{n:>{width}}" for n in names)
                 + f"{'lower bound':>{width}}")
         rows = [f"I/O of attention, N = {self.N}, d = {self.d} (d^2 = {self.d ** 2}); "
-                "exact counts, * = cheapest", head, "-" * len(head)]
+                "exact counts, * = cheapest"]
+        if self.options:
+            rows.append("options: " + "; ".join(self.label(n) for n in names if n in self.options))
+        rows += [head, "-" * len(head)]
         for k, (M, best) in enumerate(zip(self.Ms, self.cheapest())):
             cells = []
             for name in names:
@@ -96,4 +105,5 @@ def sweep(N: int, d: int, Ms=None, names=None, options=None) -> Sweep:
         lower_any=[bounds.lower_bound(N, d, M, matmul="any") for M in Ms],
         crossovers=(bounds.crossovers(N, d, min(Ms), max(Ms), names, options)
                     if len(Ms) > 1 else []),
+        options={name: dict(options[name]) for name in names if options.get(name)},
     )

@@ -27,6 +27,15 @@ def test_algorithm_subset_and_range(capsys):
     assert [int(line.split()[0].replace(",", "")) for line in lines] == [64, 128, 256, 512, 1024]
 
 
+def test_options_reach_the_algorithms(capsys):
+    assert main(["sweep", "--N", "256", "--d", "16", "--M-min", "1024", "--M-max", "1024",
+                 "--option", "square_tiling.schedule=outer", "--check"]) == 0
+    out = capsys.readouterr().out
+    outer = ioattn.io_cost("square_tiling", 256, 16, 1024, schedule="outer").total
+    assert "options: square_tiling (schedule=outer)" in out and f"{outer:,}" in out
+    assert "every count equals its closed form" in out
+
+
 def test_plot_is_written(tmp_path, capsys):
     target = tmp_path / "sweep.png"
     assert main(["sweep", "--N", "512", "--d", "16", "--plot", str(target)]) == 0
@@ -52,12 +61,19 @@ def test_algorithms_command(capsys):
     (["sweep", "--N", "x", "--d", "4"], "expected a positive integer"),
     (["sweep", "--N", "8", "--d", "4", "--algorithms", "flsh"], "unknown algorithm 'flsh'"),
     (["sweep", "--d", "4"], "required: --N"),
+    (["sweep", "--N", "8", "--d", "4", "--option", "flash.colour=red"], "no option 'colour'"),
+    (["sweep", "--N", "8", "--d", "4", "--option", "flash"], "expected NAME.KEY=VALUE"),
 ])
 def test_bad_arguments_exit_2_with_a_message(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_bad_option_value(capsys):
+    assert main(["sweep", "--N", "8", "--d", "4", "--option", "flash.variant=fa3"]) == 2
+    assert "fa2, fa1" in capsys.readouterr().err
 
 
 def test_empty_range(capsys):

@@ -85,7 +85,7 @@ class Flash(Algorithm):
     def min_M(self, d, variant="fa2", block=None):
         _check_variant(variant)
         if block is not None:
-            B_r, B_c = (as_count(b, "block size") for b in block)
+            B_r, B_c = _block(block)
             if variant == "fa2":
                 return 2 * B_r * d + 3 * B_r + 2 * B_c * d + B_r * B_c
             return 2 * B_c * d + 2 * d + B_c + 4
@@ -115,13 +115,13 @@ class Flash(Algorithm):
                 B_r = ceil_div(N, ceil_div(N, B_r))          # as many blocks, balanced
                 B_c = min(N, (M - 2 * B_r * d - 3 * B_r) // (2 * d + B_r))
             else:
-                B_r, B_c = block
+                B_r, B_c = _block(block)
             return FlashPlan(N, d, M, variant, B_r, B_c, B_r)
         if block is None:
             B_c = ceil_div(M, 4 * d)
             B_r = min(B_c, d)
         else:
-            B_r, B_c = block
+            B_r, B_c = _block(block)
         return FlashPlan(N, d, M, variant, B_r, B_c, _fa1_rows(d, B_r, B_c, M))
 
     def cost(self, plan: FlashPlan) -> IOCount:
@@ -140,6 +140,15 @@ class Flash(Algorithm):
             _fa2(mem, Q, K, V, O, plan, scale)
         else:
             _fa1(mem, Q, K, V, O, plan, scale)
+
+
+def _block(block):
+    """``block`` as two positive ints ``(B_r, B_c)``."""
+    try:
+        B_r, B_c = block
+    except (TypeError, ValueError):
+        raise TypeError(f"block must be a pair (B_r, B_c), got {block!r}") from None
+    return as_count(B_r, "B_r"), as_count(B_c, "B_c")
 
 
 def _check_variant(variant):

@@ -17,7 +17,9 @@ writes ``m n``. With ``p`` the number of softmax passes (1 or 2)::
     writes = N^2 + N^2 + N d.
 
 When ``M >= d^2`` this is ``Theta(N^2 + N d)``, as [FA]_ states. Square tiling with the
-outer-product schedule does the same products and saves the round trip of ``P``.
+outer-product schedule does the same two products and saves the round trip of ``P``, but keeps
+room for row statistics beside its tiles; for the very smallest caches (a few dozen entries)
+its tiles are then smaller than these and standard attention moves less.
 
 References
 ----------

@@ -151,6 +151,10 @@ def test_block_option_is_checked():
     assert r.io == ioattn.io_cost("flash", 30, 8, 1000, block=(10, 20))
     with pytest.raises(ValueError, match="at least M = 1230 entries.*10x40 block"):
         ioattn.plan("flash", 100, 8, 1000, block=(10, 40))
+    with pytest.raises(TypeError, match=r"block must be a pair \(B_r, B_c\), got 5"):
+        ioattn.plan("flash", 100, 8, 1000, block=5)
+    with pytest.raises(ValueError, match="B_c must be at least 1"):
+        ioattn.plan("flash", 100, 8, 1000, block=(4, 0), variant="fa1")
 
 
 def test_bad_options():
