@@ -78,9 +78,8 @@ class Sweep:
             marker = "   <- d^2" if M == self.d ** 2 else ""
             rows.append(f"{M:>10,}  " + "".join(cells) + f"{self.lower[k]:>{width},} " + marker)
         for c in self.crossovers:
-            rows.append(f"crossover: from M = {c.M:,} the cheapest is {c.after} "
-                        f"(it was {c.before} at M = {c.M - 1:,}); "
-                        f"M / d^2 = {c.M / self.d ** 2:.3g}")
+            rows.append(f"crossover at M = {c.M:,} ({c.M / self.d ** 2:.3g} d^2): "
+                        f"{c.before} -> {c.after}")
         return "\n".join(rows)
 
 

@@ -73,7 +73,7 @@ def test_sweep_page_has_the_figure(built):
 def test_sweep_page_glues_the_crossover(built):
     """The crossover quoted in the prose is the one in ioattn's own table on the same page."""
     page = html.unescape(_page(built, "sweep"))
-    table = re.search(r"crossover: from M = ([\d,]+) the cheapest is flash", page)
+    table = re.search(r"crossover at M = ([\d,]+) \([\d.]+ d\^2\): square_tiling -> flash", page)
     assert table, "the table printed by Sweep.table() is missing its crossover into flash"
     pasted = re.findall(r'<span class="pasted-text">([^<]*)</span>', page)
     assert table.group(1) in pasted, (

@@ -14,7 +14,7 @@ def test_sweep_prints_exact_costs_and_the_crossover(capsys):
     out = capsys.readouterr().out
     flash_at_d2 = ioattn.io_cost("flash", 4096, 64, 4096).total
     assert f"{flash_at_d2:,}*" in out                        # flash is cheapest at M = d^2
-    assert "<- d^2" in out and "crossover: from M = " in out
+    assert "<- d^2" in out and "crossover at M = " in out
     assert "lower bound" in out
 
 

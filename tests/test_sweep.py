@@ -40,7 +40,7 @@ def test_cheapest_and_table():
     data = [r for r in rows if r.strip()[:1].isdigit()]
     assert data[0].split()[2].endswith("*") and "<- d^2" in data[1]
     (c,) = s.crossovers
-    assert f"crossover: from M = {c.M:,} the cheapest is flash" in text
+    assert f"crossover at M = {c.M:,} ({c.M / 4096:.3g} d^2): square_tiling -> flash" in text
 
 
 def test_explorer_curve_set_is_exact():
