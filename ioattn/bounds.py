@@ -59,7 +59,6 @@ from typing import NamedTuple
 from ._validate import as_count
 from .algorithms import get
 from .algorithms.base import REGISTRY, ceil_div
-from .algorithms.matmul import product_reads_bound
 from .api import io_cost, plan
 
 __all__ = [
@@ -167,7 +166,7 @@ def upper_bound(name: str, N: int, d: int, M: int, **options) -> int:
         extra = (p.passes + 1) * N * N + N * N + N * d  # softmax; S and O written
     else:
         raise ValueError(f"no upper bound is written for {name!r}")
-    return extra + floor(sum(product_reads_bound(q.m, q.k, q.n, q.b_r, q.b_c) for q in phases))
+    return extra + floor(sum(q.reads_bound for q in phases))
 
 
 def order(N: int, d: int, M: int) -> float:

@@ -38,8 +38,7 @@ from ..memory import IOCount, SlowArray, TwoLevelMemory
 from .base import ceil_div
 
 __all__ = ["MatmulPlan", "MatmulResult", "plan_matmul", "matmul_cost", "run_matmul",
-           "best_tile", "outer_product_side", "product_io", "product_reads_bound", "strip_width",
-           "tiled_product"]
+           "best_tile", "outer_product_side", "products_io", "strip_width", "tiled_product"]
 
 
 def outer_product_side(M: int, extra_per_row: int = 0) -> int:
@@ -107,16 +106,27 @@ class MatmulPlan:
         r, c, L = min(self.b_r, self.m), min(self.b_c, self.n), min(self.L, self.k)
         return r * c + L * (r + c)
 
+    @property
+    def reads(self) -> int:
+        """``k (m ceil(n / b_c) + n ceil(m / b_r))``: each tile reads its two strips."""
+        return self.k * (self.m * ceil_div(self.n, self.b_c) + self.n * ceil_div(self.m, self.b_r))
 
-def product_io(m: int, k: int, n: int, b_r: int, b_c: int) -> tuple[int, int]:
-    """Exact (reads, writes) of the tiled product: every tile reads its strips, writes itself."""
-    return k * (m * ceil_div(n, b_c) + n * ceil_div(m, b_r)), m * n
+    @property
+    def writes(self) -> int:
+        """``m n``: each tile is written once."""
+        return self.m * self.n
+
+    @property
+    def reads_bound(self) -> Fraction:
+        """``k (m (n / b_c + 1) + n (m / b_r + 1))``: :attr:`reads` without ceilings, an upper
+        bound since ``ceil(x) <= x + 1``."""
+        m, k, n = self.m, self.k, self.n
+        return k * (m * (Fraction(n, self.b_c) + 1) + n * (Fraction(m, self.b_r) + 1))
 
 
-def product_reads_bound(m: int, k: int, n: int, b_r: int, b_c: int) -> Fraction:
-    """``k (m (n / b_c + 1) + n (m / b_r + 1))``: the reads of :func:`product_io` without ceilings,
-    an upper bound since ``ceil(x) <= x + 1``."""
-    return k * (m * (Fraction(n, b_c) + 1) + n * (Fraction(m, b_r) + 1))
+def products_io(*plans: MatmulPlan) -> tuple[int, int]:
+    """Total (reads, writes) of several tiled products."""
+    return sum(p.reads for p in plans), sum(p.writes for p in plans)
 
 
 def plan_matmul(m: int, k: int, n: int, M: int, tile=None) -> MatmulPlan:
@@ -154,8 +164,7 @@ def matmul_cost(m: int, k: int, n: int, M: int, tile=None) -> IOCount:
     Proven equal to the simulated count by ``tests/algorithms/test_matmul.py``.
     """
     p = plan_matmul(m, k, n, M, tile)
-    reads, writes = product_io(m, k, n, p.b_r, p.b_c)
-    return IOCount(reads=reads, writes=writes, peak=p.footprint)
+    return IOCount(reads=p.reads, writes=p.writes, peak=p.footprint)
 
 
 def tiled_product(

@@ -48,7 +48,7 @@ import numpy as np
 
 from ..memory import IOCount
 from .base import Algorithm, Plan, register
-from .matmul import MatmulPlan, best_tile, product_io, strip_width, tiled_product
+from .matmul import MatmulPlan, best_tile, products_io, strip_width, tiled_product
 
 SCHEDULES = ("blocked", "outer")
 
@@ -100,12 +100,9 @@ class SquareTiling(Algorithm):
         return SquareTilingPlan(N, d, M, schedule, *phases)
 
     def cost(self, plan: SquareTilingPlan) -> IOCount:
-        N = plan.N
-        reads, writes = N, N                       # the row maxima m: written once, read once
-        for p in (plan.phase1, plan.phase2):
-            r, w = product_io(p.m, p.k, p.n, p.b_r, p.b_c)
-            reads, writes = reads + r, writes + w
-        return IOCount(reads=reads, writes=writes, peak=plan.footprint)
+        reads, writes = products_io(plan.phase1, plan.phase2)
+        # plus the row maxima m, written once and read once
+        return IOCount(reads=reads + plan.N, writes=writes + plan.N, peak=plan.footprint)
 
     def simulate(self, mem, Q, K, V, O, plan: SquareTilingPlan, scale):
         N = plan.N

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..memory import IOCount
 from .base import Algorithm, Plan, register
-from .matmul import MatmulPlan, plan_matmul, product_io, tiled_product
+from .matmul import MatmulPlan, plan_matmul, products_io, tiled_product
 
 
 @dataclass(frozen=True)
@@ -76,12 +76,9 @@ class Standard(Algorithm):
         return StandardPlan(N, d, M, scores, output, R=1, W=M - 2, passes=2)
 
     def cost(self, plan: StandardPlan) -> IOCount:
-        N = plan.N
-        reads, writes = plan.passes * N * N, N * N          # the softmax
-        for p in (plan.scores, plan.output):
-            r, w = product_io(p.m, p.k, p.n, p.b_r, p.b_c)
-            reads, writes = reads + r, writes + w
-        return IOCount(reads=reads, writes=writes, peak=plan.footprint)
+        reads, writes = products_io(plan.scores, plan.output)
+        NN = plan.N * plan.N                                # the softmax reads S, writes P
+        return IOCount(reads=reads + plan.passes * NN, writes=writes + NN, peak=plan.footprint)
 
     def simulate(self, mem, Q, K, V, O, plan: StandardPlan, scale):
         N = plan.N
