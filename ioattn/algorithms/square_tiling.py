@@ -3,7 +3,7 @@
 Two tiled matrix products through slow memory, both in the outer-product loop of
 :func:`~ioattn.algorithms.matmul.tiled_product`:
 
-1. ``S = tau Q K^T`` in ``B x B`` tiles, each built from strips of ``Q`` and ``K`` and written to
+1. ``S = tau Q K^T`` in tiles, each built from strips of ``Q`` and ``K`` and written to
    slow memory; the running row maximum ``m`` (kept for the rows of the current block) is written
    once per row.
 2. ``O = softmax(S) V``: every strip of ``S`` is exponentiated as it arrives, ``exp(S - m)``; the
@@ -29,8 +29,8 @@ the two products plus ``m`` written and read once::
     reads  = d N (ceil(N / B) + ceil(N / B))  +  N (N ceil(d / B) + d ceil(N / B))  +  N,
     writes = N^2 + N + N d                                   (blocked, B x B tiles),
 
-about ``8 N^2 d / sqrt(M) + N^2`` (blocked), a bound proved in the book's chapter on the small
-cache regime.
+about ``8 N^2 d / sqrt(M) + N^2`` blocked and ``4 N^2 d / sqrt(M) + N^2`` outer; the explicit
+upper bound is :func:`ioattn.bounds.upper_bound`.
 
 References
 ----------
