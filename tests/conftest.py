@@ -18,6 +18,14 @@ VARIANTS = [
 VARIANT_IDS = [name + "".join(f"-{v}" for v in opts.values()) for name, opts in VARIANTS]
 
 
+def least_M(name, d, options):
+    """The smallest cache size at which algorithm ``name`` runs with ``options``."""
+    from ioattn.algorithms import get
+
+    algo = get(name)
+    return algo.min_M(d, **{**algo.options, **options})
+
+
 def reference_attention(Q, K, V, scale=None):
     """softmax(scale Q K^T) V with the row maximum subtracted, in float64 NumPy."""
     scale = 1 / np.sqrt(Q.shape[1]) if scale is None else scale

@@ -10,15 +10,9 @@ from hypothesis import strategies as st
 
 import ioattn
 from ioattn import bounds
-from ioattn.algorithms import get
 from ioattn.bounds import _ceil_sqrt_ratio
 
-from .conftest import VARIANT_IDS, VARIANTS
-
-
-def least_M(name, d, options):
-    algo = get(name)
-    return algo.min_M(d, **{**algo.options, **options})
+from .conftest import VARIANT_IDS, VARIANTS, least_M
 
 
 def check_point(name, options, N, d, M):

@@ -10,18 +10,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import ioattn
-from ioattn.algorithms import get
 
-from ..conftest import VARIANT_IDS, VARIANTS, random_qkv, reference_attention, relative_error
+from ..conftest import (
+    VARIANT_IDS,
+    VARIANTS,
+    least_M,
+    random_qkv,
+    reference_attention,
+    relative_error,
+)
 
 # (N, d, M): odd N, N below one block, d not a power of two, M at and around d^2.
 SHAPES = [(1, 1, 200), (7, 3, 64), (37, 5, 200), (64, 16, 256), (33, 12, 144), (50, 7, 1000),
           (129, 16, 1024), (10, 40, 4000), (100, 9, 81)]
 
-
-def least_M(name, d, options):
-    algo = get(name)
-    return algo.min_M(d, **{**algo.options, **options})
 
 
 @pytest.mark.parametrize("N, d, M", SHAPES)
