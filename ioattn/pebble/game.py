@@ -93,12 +93,14 @@ class PebbleGame:
     # ------------------------------------------------------------------ moves
     def read(self, v) -> None:
         """R1: red pebble on a blue vertex (one I/O)."""
+        self._known(("read", v))
         self._check(("read", v), v in self.blue, "read", "it has no blue pebble")
         self._place(("read", v))
         self.reads += 1
 
     def write(self, v) -> None:
         """R2: blue pebble on a red vertex (one I/O)."""
+        self._known(("write", v))
         self._check(("write", v), v in self.red, "write", "it has no red pebble")
         self.blue.add(v)
         self.writes += 1
@@ -107,6 +109,7 @@ class PebbleGame:
     def compute(self, v) -> None:
         """R3: red pebble on a vertex whose parents are all red."""
         move = ("compute", v)
+        self._known(move)
         self._check(move, not self.graph.is_input(v), "input", "it is an input")
         missing = [p for p in self.graph.parents(v) if p not in self.red]
         self._check(move, not missing, "compute", f"no red pebble on {missing}")
@@ -114,6 +117,7 @@ class PebbleGame:
 
     def delete(self, v) -> None:
         """R4: remove a red pebble."""
+        self._known(("delete", v))
         self._check(("delete", v), v in self.red, "delete", "it has no red pebble")
         self.red.discard(v)
         self.moves.append(("delete", v))
@@ -137,9 +141,11 @@ class PebbleGame:
                 f"red={len(self.red)}, complete={self.is_complete()})")
 
     # ------------------------------------------------------------------ internals
-    def _check(self, move, ok: bool, rule: str, detail: str) -> None:
-        if move[1] not in self.graph:
+    def _known(self, move) -> None:
+        if move[1] not in self.graph:              # also False for an unhashable id
             raise IllegalMove(move, "unknown vertex", "it is not in the graph")
+
+    def _check(self, move, ok: bool, rule: str, detail: str) -> None:
         if not ok:
             raise IllegalMove(move, RULES[rule], detail)
 

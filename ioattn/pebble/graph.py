@@ -26,8 +26,9 @@ class Graph:
     edges : iterable of (u, v)
         ``u -> v``: the value of ``u`` is an operand of ``v``.
     inputs, outputs : iterable, optional
-        Defaults: the vertices with no parents, and those with no children. An input may have no
-        parents; every vertex named must occur in ``edges`` or ``nodes``.
+        Defaults: the vertices with no parents, and those with no children. Inputs must have no
+        parents, and every vertex with no parents must be an input; every vertex named must occur
+        in ``edges`` or ``nodes``.
     nodes : iterable, optional
         Extra vertices (for a vertex with no edges).
 
@@ -116,6 +117,7 @@ class Graph:
         return self._children[self._known(v)]
 
     def is_input(self, v) -> bool:
+        """Whether ``v`` is an input (False for a vertex not in the graph)."""
         return v in self._input_set
 
     @property

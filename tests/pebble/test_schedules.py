@@ -3,6 +3,7 @@
 import pytest
 
 import ioattn
+from ioattn.pebble import check_partition, hong_kung_partition
 from ioattn.pebble.schedules import EXTRA_PEBBLES, play_schedule, square_tiling_moves
 
 from ..conftest import least_M
@@ -40,3 +41,15 @@ def test_unsupported():
         square_tiling_moves(1, 2, 50)
     with pytest.raises(ValueError, match="no game schedule for 'standard'"):
         play_schedule("standard", 3, 2, M=100)
+
+
+@pytest.mark.parametrize("name, sizes, M, options", [
+    ("matmul", (2, 3, 2), 5, {}), ("flash", (3, 2), 20, {}), ("square_tiling", (3, 2), 20, {}),
+    ("square_tiling", (4, 1), 12, {"schedule": "outer"})])
+def test_schedule_games_give_hong_kung_partitions(name, sizes, M, options):
+    """Hong-Kung's construction on the algorithms' own games: a valid 2M-partition."""
+    game = play_schedule(name, *sizes, M=M, **options)
+    hk = hong_kung_partition(game)
+    check = check_partition(game.graph, hk.parts, 2 * game.M)
+    assert check.ok, check.reasons
+    assert game.M * (hk.h - 1) <= game.io
