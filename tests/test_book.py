@@ -143,3 +143,43 @@ def test_pages_load_nothing_from_the_network(built):
     assert mathjax, "the sweep page does not load MathJax"
     for url in mathjax:
         assert (built / "book" / url.split("?")[0]).resolve().is_file(), f"missing {url}"
+
+
+def test_pebble_page_has_the_stepper_and_the_table(built):
+    """The static stepper replays a complete game of the glued optimal I/O; the table is there."""
+    import json
+
+    from ioattn.pebble import PebbleGame, attention_graph
+
+    page = _page(built, "pebble")
+    assert re.search(r'<input type="range" class="pebble-move" min="0" max="\d+"', page), (
+        "no range input of the static stepper on the pebble page")
+    found = re.findall(r'<script type="application/json" class="pebble-states">(.*?)</script>',
+                       page, re.S)
+    assert len(found) == 1, "the stepper's states are missing"
+    data = json.loads(found[0])
+    graph = attention_graph(2, 1)
+    vertex = {repr(v): v for v in graph}
+    assert data["vertices"] == [repr(v) for v in graph.order]
+    moves = [(kind, graph.order[i]) for kind, i in data["moves"]]
+    assert len(data["states"]) == len(moves) + 1
+    game = PebbleGame.replay(graph, data["M"], moves)
+    assert game.is_complete() and game.peak <= data["M"]
+    final = data["states"][-1]
+    assert {vertex[r] for r, c in zip(data["vertices"], final) if int(c) & 1} == game.red
+    assert {vertex[r] for r, c in zip(data["vertices"], final) if int(c) & 2} == game.blue
+    text = html.unescape(page)
+    pasted = re.findall(r'<span class="pasted-text">([^<]*)</span>', text)
+    assert str(game.io) in pasted, f"the optimum {game.io} is not glued into the text"
+    assert f"move 0 of {len(moves)}: start" in text
+
+    tables = re.findall(r"<table.*?</table>", text, re.S)
+    assert len(tables) == 3, "the tables of optimum, algorithms and bounds are missing"
+    for attention in tables[:2]:
+        for heading in ("flash", "square tiling, blocked", "square tiling, outer", "partition",
+                        "reduction", "lower_bound"):
+            assert heading in attention, f"no column {heading!r} in an attention table"
+        assert attention.count("<tr") > 5
+    matmul = tables[2]
+    assert "outer product" in matmul and "matmul_lower" in matmul and matmul.count("<tr") > 10
+    assert "http://" not in found[0] and "https://" not in found[0]

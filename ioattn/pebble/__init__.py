@@ -1,0 +1,28 @@
+"""The red-blue pebble game laboratory: computation graphs, rule-checked games, M-partitions, and
+the exact optimal I/O of small graphs.
+
+>>> from ioattn.pebble import matmul_graph, PebbleGame
+>>> g = matmul_graph(1, 2, 1)         # c = a0 b0 + a1 b1
+>>> len(g), g.max_in_degree
+(7, 2)
+"""
+
+from .builders import attention_graph, chain, matmul_graph
+from .game import MOVES, IllegalMove, PebbleGame
+from .graph import Graph
+from .partition import (
+    HongKungPartition,
+    PartitionCheck,
+    check_partition,
+    dominator_set,
+    dominator_size,
+    hong_kung_partition,
+    is_partition_of,
+    minimum_set,
+)
+from .search import Optimum, SearchLimitError, min_io
+
+__all__ = ["Graph", "IllegalMove", "MOVES", "Optimum", "PebbleGame", "SearchLimitError",
+           "attention_graph", "chain", "matmul_graph", "min_io"]
+__all__ += ["HongKungPartition", "PartitionCheck", "check_partition", "dominator_set",
+            "dominator_size", "hong_kung_partition", "is_partition_of", "minimum_set"]
