@@ -8,7 +8,7 @@ the exact optimal I/O of small graphs.
 """
 
 from .builders import attention_graph, chain, matmul_graph
-from .game import MOVES, IllegalMove, PebbleGame
+from .game import MOVES, IllegalMove, PebbleGame, without_idle_computes
 from .graph import Graph
 from .partition import (
     HongKungPartition,
@@ -22,7 +22,9 @@ from .partition import (
 )
 from .search import Optimum, SearchLimitError, min_io
 
-__all__ = ["Graph", "IllegalMove", "MOVES", "Optimum", "PebbleGame", "SearchLimitError",
-           "attention_graph", "chain", "matmul_graph", "min_io"]
-__all__ += ["HongKungPartition", "PartitionCheck", "check_partition", "dominator_set",
-            "dominator_size", "hong_kung_partition", "is_partition_of", "minimum_set"]
+__all__ = [
+    "Graph", "HongKungPartition", "IllegalMove", "MOVES", "Optimum", "PartitionCheck",
+    "PebbleGame", "SearchLimitError", "attention_graph", "chain", "check_partition",
+    "dominator_set", "dominator_size", "hong_kung_partition", "is_partition_of", "matmul_graph",
+    "min_io", "minimum_set", "without_idle_computes",
+]

@@ -22,7 +22,7 @@ from __future__ import annotations
 from .._validate import as_count
 from .graph import Graph
 
-__all__ = ["IllegalMove", "PebbleGame", "MOVES"]
+__all__ = ["IllegalMove", "PebbleGame", "MOVES", "without_idle_computes"]
 
 #: The four kinds of move.
 MOVES = ("read", "write", "compute", "delete")
@@ -159,3 +159,31 @@ class PebbleGame:
         self.red.add(v)
         self.peak = max(self.peak, len(self.red))
         self.moves.append(move)
+
+
+def without_idle_computes(graph: Graph, moves) -> list:
+    """``moves`` without the computes whose red pebble is never used, and their deletes.
+
+    A computed value is used when a child is computed or it is written while it is red. A compute
+    that is not (its pebble is deleted, or the game ends, first) changes no I/O and only takes a
+    slot, so dropping it, with the delete that ends it, leaves a legal game with the same reads
+    and writes and no more red pebbles at any time. Repeated until nothing changes, since
+    dropping one compute can leave its operands' computes idle in turn.
+    """
+    moves = list(moves)
+    while True:
+        idle = set()
+        open_at = {}                      # vertex -> index of the compute that made it red
+        for k, (kind, v) in enumerate(moves):
+            if kind == "compute":
+                for p in graph.parents(v):
+                    open_at.pop(p, None)  # used
+                open_at[v] = k
+            elif kind == "write":
+                open_at.pop(v, None)
+            elif kind == "delete" and v in open_at:
+                idle.update((open_at.pop(v), k))
+        idle.update(open_at.values())     # still red at the end, never used
+        if not idle:
+            return moves
+        moves = [m for k, m in enumerate(moves) if k not in idle]

@@ -67,6 +67,7 @@ import time
 from dataclasses import dataclass, field
 
 from .._validate import as_count
+from .game import without_idle_computes
 from .graph import Graph
 
 __all__ = ["MAX_VERTICES", "Optimum", "SearchLimitError", "min_io"]
@@ -577,6 +578,8 @@ class _Search:
                 bar.close()
 
         moves = [(kind, self.graph.order[i]) for kind, i in self.rebuild(key, parent)]
+        # the closure computes whatever it can while a slot is free; drop those never used
+        moves = without_idle_computes(self.graph, moves)
         reads = sum(kind == "read" for kind, _ in moves)
         writes = sum(kind == "write" for kind, _ in moves)
         if reads + writes != g:  # pragma: no cover - a bug, not a user error

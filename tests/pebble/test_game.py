@@ -3,6 +3,7 @@
 import pytest
 
 from ioattn.pebble import Graph, IllegalMove, PebbleGame, matmul_graph
+from ioattn.pebble.game import without_idle_computes
 
 G = Graph([("a", "c"), ("b", "c"), ("c", "d")])
 
@@ -66,3 +67,14 @@ def test_writes_count_and_blue_stays():
     game = PebbleGame.replay(G, 3, [("read", "a"), ("read", "b"), ("compute", "c"),
                                     ("write", "c"), ("delete", "c"), ("read", "c")])
     assert (game.reads, game.writes) == (3, 1)
+
+
+def test_idle_computes_are_dropped_in_cascade():
+    g = Graph([("a", "b"), ("b", "c"), ("a", "d")], outputs=["d"])
+    moves = [("read", "a"), ("compute", "b"), ("compute", "c"), ("delete", "c"),
+             ("delete", "b"), ("compute", "d"), ("write", "d"), ("compute", "b")]
+    kept = without_idle_computes(g, moves)
+    assert kept == [("read", "a"), ("compute", "d"), ("write", "d")]
+    before, after = PebbleGame.replay(g, 3, moves), PebbleGame.replay(g, 3, kept)
+    assert after.is_complete() and (after.reads, after.writes) == (before.reads, before.writes)
+    assert after.peak <= before.peak

@@ -26,7 +26,7 @@ def best_schedule(name, sizes, pebbles, budgets, **options):
     return min((g.io for g in games), default=None)
 
 
-@pytest.mark.parametrize("pebbles", [3, 4, 6, 9])
+@pytest.mark.parametrize("pebbles", [4, 8, 12])
 def test_attention_2x1(pebbles):
     N, d = 2, 1
     g = attention_graph(N, d)
@@ -42,7 +42,7 @@ def test_attention_2x1(pebbles):
         if best is not None:
             assert opt.io <= best, name
             compared += 1
-    assert pebbles < 6 or compared >= 2
+    assert pebbles < 8 or compared >= 2
 
 
 @pytest.mark.parametrize("m, k, n, pebbles", [(2, 2, 2, 3), (2, 2, 2, 5), (1, 3, 2, 5),
