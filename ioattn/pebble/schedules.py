@@ -55,26 +55,46 @@ def _blocks(n, b):
     return [range(s, min(s + b, n)) for s in range(0, n, b)]
 
 
-def matmul_moves(m: int, k: int, n: int, M: int, tile=None) -> list:
-    """The outer-product schedule of :func:`ioattn.run_matmul` on ``matmul_graph(m, k, n)``."""
-    p = plan_matmul(m, k, n, M, tile)
-    moves = _Moves()
-    for rows in _blocks(m, p.b_r):
-        for cols in _blocks(n, p.b_c):
+def _tiled_product(moves: _Moves, plan, a, b, product, partial, finish_tile,
+                   row_start=None, row_end=None) -> None:
+    """The outer-product loop of :func:`ioattn.algorithms.matmul.tiled_product`, as moves.
+
+    ``a(i, l)`` and ``b(l, j)`` name the operands, ``product(i, l, j)`` and ``partial(i, j, l)``
+    the graph's products and partial sums; ``finish_tile(acc, state)`` gets the finished sums
+    (``acc[i, j]``) while they are red; ``row_start(rows)`` and ``row_end(rows, state)`` bracket
+    each block of rows.
+    """
+    for rows in _blocks(plan.m, plan.b_r):
+        state = row_start(rows) if row_start else None
+        for cols in _blocks(plan.n, plan.b_c):
             acc = {(i, j): None for i in rows for j in cols}
-            for strip in _blocks(k, p.L):
-                A = [("A", i, l) for i in rows for l in strip]
-                B = [("B", l, j) for l in strip for j in cols]
-                moves.reads(A + B)
+            for strip in _blocks(plan.k, plan.L):
+                operands = [a(i, l) for i in rows for l in strip] + \
+                           [b(l, j) for l in strip for j in cols]
+                moves.reads(operands)
                 for l in strip:
                     for i in rows:
                         for j in cols:
-                            product = ("mul", i, l, j)
-                            moves.append(("compute", product))
-                            acc[i, j] = moves.add_term(acc[i, j], product, ("sum", i, j, l))
-                moves.deletes(A + B)
-            for v in acc.values():
-                moves += [("write", v), ("delete", v)]
+                            p = product(i, l, j)
+                            moves.append(("compute", p))
+                            acc[i, j] = moves.add_term(acc[i, j], p, partial(i, j, l))
+                moves.deletes(operands)
+            finish_tile(acc, state)
+        if row_end:
+            row_end(rows, state)
+
+
+def matmul_moves(m: int, k: int, n: int, M: int, tile=None) -> list:
+    """The outer-product schedule of :func:`ioattn.run_matmul` on ``matmul_graph(m, k, n)``."""
+    moves = _Moves()
+
+    def store(acc, state):
+        for v in acc.values():
+            moves.extend([("write", v), ("delete", v)])
+
+    _tiled_product(moves, plan_matmul(m, k, n, M, tile), lambda i, l: ("A", i, l),
+                   lambda l, j: ("B", l, j), lambda i, l, j: ("mul", i, l, j),
+                   lambda i, j, l: ("sum", i, j, l), store)
     return list(moves)
 
 
@@ -134,52 +154,42 @@ def square_tiling_moves(N: int, d: int, M: int, **options) -> list:
                          "single exponential are one vertex of the attention graph")
     p = attention_plan("square_tiling", N, d, M, **options)
     moves = _Moves()
-    one, two = p.phase1, p.phase2
-    for rows in _blocks(N, one.b_r):                       # phase 1: exp(S) and the row sums
-        lsum = {i: None for i in rows}
-        for cols in _blocks(N, one.b_c):
-            acc = {(i, j): None for i in rows for j in cols}
-            for strip in _blocks(d, one.L):
-                QK = [("Q", i, l) for i in rows for l in strip] + \
-                     [("K", j, l) for j in cols for l in strip]
-                moves.reads(QK)
-                for l in strip:
-                    for i in rows:
-                        for j in cols:
-                            moves.append(("compute", ("QK", i, j, l)))
-                            acc[i, j] = moves.add_term(acc[i, j], ("QK", i, j, l), ("S", i, j, l))
-                moves.deletes(QK)
-            for i in rows:
-                for j in cols:
-                    e = ("exp", i, j)
-                    moves += [("compute", e), ("delete", acc[i, j]), ("write", e)]
-                    if lsum[i] is None:
-                        lsum[i] = e
-                    else:
-                        moves.append(("compute", ("rowsum", i, j)))
-                        moves.deletes([lsum[i], e])
-                        lsum[i] = ("rowsum", i, j)
+
+    def start_scores(rows):
+        return {i: None for i in rows}                     # the running row sums
+
+    def exponentiate(acc, lsum):                            # write exp(S); fold it into l_i
+        for (i, j), S_ij in acc.items():
+            e = ("exp", i, j)
+            moves.extend([("compute", e), ("delete", S_ij), ("write", e)])
+            if lsum[i] is None:
+                lsum[i] = e
+            else:
+                moves.append(("compute", ("rowsum", i, j)))
+                moves.deletes([lsum[i], e])
+                lsum[i] = ("rowsum", i, j)
+
+    def store_sums(rows, lsum):
         for i in rows:
-            moves += [("write", lsum[i]), ("delete", lsum[i])]
-    for rows in _blocks(N, two.b_r):                       # phase 2: O = exp(S) V / l
-        l_i = {i: ("rowsum", i, N - 1) for i in rows}
-        moves.reads(l_i.values())
-        for cols in _blocks(d, two.b_c):
-            acc = {(i, c): None for i in rows for c in cols}
-            for strip in _blocks(N, two.L):
-                AV = [("exp", i, j) for i in rows for j in strip] + \
-                     [("V", j, c) for j in strip for c in cols]
-                moves.reads(AV)
-                for j in strip:
-                    for i in rows:
-                        for c in cols:
-                            moves.append(("compute", ("AV", i, j, c)))
-                            acc[i, c] = moves.add_term(acc[i, c], ("AV", i, j, c), ("num", i, c, j))
-                moves.deletes(AV)
-            for (i, c), v in acc.items():
-                moves += [("compute", ("O", i, c)), ("write", ("O", i, c)),
-                          ("delete", ("O", i, c)), ("delete", v)]
-        moves.deletes(l_i.values())
+            moves.extend([("write", lsum[i]), ("delete", lsum[i])])
+
+    _tiled_product(moves, p.phase1, lambda i, l: ("Q", i, l), lambda l, j: ("K", j, l),
+                   lambda i, l, j: ("QK", i, j, l), lambda i, j, l: ("S", i, j, l),
+                   exponentiate, start_scores, store_sums)
+
+    def load_sums(rows):
+        sums = [("rowsum", i, N - 1) for i in rows]
+        moves.reads(sums)
+        return sums
+
+    def divide(acc, sums):                                  # O = num / l, written
+        for (i, c), v in acc.items():
+            moves.extend([("compute", ("O", i, c)), ("write", ("O", i, c)),
+                          ("delete", ("O", i, c)), ("delete", v)])
+
+    _tiled_product(moves, p.phase2, lambda i, j: ("exp", i, j), lambda j, c: ("V", j, c),
+                   lambda i, j, c: ("AV", i, j, c), lambda i, c, j: ("num", i, c, j),
+                   divide, load_sums, lambda rows, sums: moves.deletes(sums))
     return list(moves)
 
 
