@@ -22,6 +22,7 @@ book: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/simulator.py
+	$(BIN)/python benchmarks/explorer.py
 	$(BIN)/python benchmarks/pebble.py
 
 clean:

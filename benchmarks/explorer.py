@@ -1,0 +1,55 @@
+"""How fast the crossover explorer responds. Prints a table.
+
+- one live slider move of :func:`ioattn.explorer.explorer` at N = 4096, d = 64 (the exact counts
+  at the new M, the marker moved and the figure redrawn to PNG), median over many moves (the
+  target is under 100 ms);
+- a change of d in the live widget (a new sweep, cached afterwards);
+- the generation time and the size of :func:`ioattn.explorer.static_explorer` (N = 4096,
+  d in 32, 64, 128, 256).
+
+Run ``python benchmarks/explorer.py`` (a few seconds).
+"""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import sys
+import time
+
+from ioattn.explorer import explorer, static_explorer
+
+
+def timed(f, repeat):
+    times = []
+    for i in range(repeat):
+        t = time.perf_counter()
+        f(i)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), min(times), max(times)
+
+
+def main(out=sys.stdout):
+    w = explorer(N=4096, d=64)
+    positions = [4 + 12 * (i % 25) / 24 for i in range(50)]      # log2 M from 4 to 16
+    slider = timed(lambda i: w.update(log2_M=positions[i]), 50)
+    ds = [32, 128, 256, 64] * 2
+    d_change = timed(lambda i: w.update(d=ds[i]), len(ds))
+    html = []
+    static = timed(lambda i: html.append(static_explorer()), 5)
+    size = len(html[-1].encode())
+    rows = [
+        ("live slider move (M), N=4096 d=64", slider, "target < 100 ms"),
+        ("live d change (sweep cached after 1st)", d_change, ""),
+        ("static_explorer() generation", static, f"{size / 1024:.1f} KiB HTML"),
+    ]
+    print(f"crossover explorer, Python {platform.python_version()}, {platform.machine()}",
+          file=out)
+    print(f"{'what':<42}{'median ms':>10}{'min ms':>9}{'max ms':>9}  note", file=out)
+    print("-" * 88, file=out)
+    for what, (med, lo, hi), note in rows:
+        print(f"{what:<42}{med * 1e3:>10.1f}{lo * 1e3:>9.1f}{hi * 1e3:>9.1f}  {note}", file=out)
+
+
+if __name__ == "__main__":
+    main()

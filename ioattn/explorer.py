@@ -1,0 +1,679 @@
+"""The crossover explorer: exact I/O of each attention algorithm against the cache size ``M``.
+
+Where does FlashAttention stop being the cheapest? Two forms of one picture (exact I/O against
+``M``, log-log, with the standard-matmul lower bound and a line at ``M = d^2``):
+
+- :func:`curves`: the data of one picture, from :func:`ioattn.sweep.sweep` (exact totals, the
+  lower bound, the cheapest algorithm at each ``M`` and the exact crossovers);
+- :func:`static_explorer`: a self-contained HTML snippet for a static page (an inline SVG, the
+  exact totals as JSON and a small script; two range inputs, ``M`` and ``d``), with no kernel and
+  nothing fetched from the network;
+- :func:`explorer`: a live ipywidgets version (sliders for ``N``, ``d`` and ``log2 M``, a
+  checkbox per algorithm, a "simulate" button that runs the algorithms on random data and checks
+  the counts against :func:`ioattn.io_cost`).
+
+>>> c = curves(1024, 32, Ms=[64, 1024, 8192])
+>>> c["names"], c["cheapest"]
+(['flash', 'square_tiling', 'standard'], ['square_tiling', 'flash', 'flash'])
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import itertools
+import json
+import math
+
+from .algorithms import get
+from .api import io_cost
+from .plotting import STYLE
+from .sweep import sweep
+
+__all__ = ["DEFAULT_NAMES", "DEFAULT_OPTIONS", "curves", "default_Ms", "explorer", "m_label",
+           "readout", "static_explorer"]
+
+#: The algorithms shown by default.
+DEFAULT_NAMES = ("flash", "square_tiling", "standard")
+#: Their options by default: square tiling with the outer-product schedule (its cheaper one).
+DEFAULT_OPTIONS = {"square_tiling": {"schedule": "outer"}}
+#: Colour of a line without a style in :data:`ioattn.plotting.STYLE`.
+_OTHER = "#9467bd"
+
+
+def default_Ms(d: int, count: int = 32, lo: int = 16, hi_factor: int = 64) -> list[int]:
+    """``count`` cache sizes evenly spaced in ``log2 M`` from ``lo`` to ``hi_factor * d^2``,
+    rounded to distinct integers.
+
+    >>> default_Ms(8, count=5)
+    [16, 64, 256, 1024, 4096]
+    """
+    a, b = math.log2(lo), math.log2(hi_factor * d * d)
+    return sorted({round(2 ** (a + i * (b - a) / (count - 1))) for i in range(count)})
+
+
+def curves(N: int, d: int, Ms=None, names=None, options=None) -> dict:
+    """The data of one picture: exact I/O of each algorithm at each ``M``, and the bounds.
+
+    Parameters
+    ----------
+    N, d : int
+        Sequence length and head dimension.
+    Ms : list of int, optional
+        Cache sizes; :func:`default_Ms` (32 values from 16 to ``64 d^2``) by default.
+    names : list of str, optional
+        Algorithms; :data:`DEFAULT_NAMES` by default.
+    options : dict, optional
+        Algorithm name -> options; :data:`DEFAULT_OPTIONS` by default.
+
+    Returns
+    -------
+    dict
+        JSON-ready: ``N``, ``d``, ``Ms``; ``names`` (sorted) and ``labels`` (name with its
+        options, :meth:`ioattn.sweep.Sweep.label`); ``totals`` (name -> exact I/O at each ``M``,
+        ``None`` where the algorithm cannot run); ``min_M`` (name -> least feasible ``M``);
+        ``lower`` (:func:`ioattn.bounds.lower_bound`, standard matmul); ``cheapest`` (the name
+        with the least I/O at each ``M``, ties to the first name) and ``crossovers`` (a list
+        of ``{"M", "before", "after"}``: at ``M`` the cheapest is ``after``, at ``M - 1`` it
+        was ``before``, found exactly by :func:`ioattn.bounds.crossovers`).
+
+    Examples
+    --------
+    >>> c = curves(256, 16, Ms=[16, 256])
+    >>> c["totals"]["flash"][0] is None        # flash needs a larger cache at d = 16
+    True
+    """
+    Ms = default_Ms(d) if Ms is None else list(Ms)
+    names = sorted(names or DEFAULT_NAMES)
+    options = DEFAULT_OPTIONS if options is None else options
+    options = {n: dict(options[n]) for n in names if n in options}
+    s = sweep(N, d, Ms, names, options)
+    return {
+        "N": s.N, "d": s.d, "Ms": list(s.Ms), "names": names,
+        "labels": {n: s.label(n) for n in names},
+        "totals": {n: list(s.totals[n]) for n in names},
+        "min_M": {n: get(n).min_M(d, **{**get(n).options, **options.get(n, {})}) for n in names},
+        "lower": list(s.lower),
+        "cheapest": s.cheapest(),
+        "crossovers": [{"M": c.M, "before": c.before, "after": c.after} for c in s.crossovers],
+    }
+
+
+# ---------------------------------------------------------------------------------- text
+def _commas(n: int) -> str:
+    return f"{n:,}"
+
+
+def m_label(M: int, d: int) -> str:
+    """``M`` as a power of two, in entries and as a multiple of ``d^2``.
+
+    >>> m_label(2048, 64)
+    'M = 2^11 = 2,048 entries = 0.5 d²'
+    """
+    k = math.log2(M)
+    k_text = str(round(k)) if k == round(k) else f"{k:.2f}"
+    r = M / (d * d)
+    r_text = f"{r:.3g}" if r >= 0.01 else f"{r:.2g}"
+    return f"M = 2^{k_text} = {_commas(M)} entries = {r_text} d²"
+
+
+def readout(data: dict, k: int) -> str:
+    """The readout line of a picture ``data`` (from :func:`curves`) at ``Ms[k]``: the cheapest
+    algorithm, then each algorithm's exact count (or the least ``M`` it needs) and the bound.
+
+    The static explorer's script writes the same text.
+
+    >>> print(readout(curves(1024, 32, Ms=[64, 8192]), 1))  # doctest: +NORMALIZE_WHITESPACE
+    N = 1,024, d = 32, M = 8,192: cheapest flash. flash 655,360; square_tiling
+    (schedule=outer) 3,082,240; standard 5,177,344; lower bound 131,072
+    """
+    best = data["cheapest"][k]
+    parts = []
+    for n in data["names"]:
+        t = data["totals"][n][k]
+        parts.append(data["labels"][n] + " " + (
+            _commas(t) if t is not None else f"cannot run (needs M ≥ {_commas(data['min_M'][n])})"))
+    parts.append("lower bound " + _commas(data["lower"][k]))
+    return (f"N = {_commas(data['N'])}, d = {data['d']}, M = {_commas(data['Ms'][k])}: cheapest "
+            f"{best if best is not None else 'none'}. " + "; ".join(parts))
+
+
+# ---------------------------------------------------------------------------------- static HTML
+_ids = itertools.count()
+
+#: The SVG's plot area: width, height, margins (left, right, top, bottom), in pixels.
+_W, _H = 640, 400
+_L, _R, _T, _B = 64, 16, 34, 44
+
+_SUP = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def _domain(data: dict) -> list[float]:
+    """``[x0, x1, y0, y1]``: log10 of the M range and of the I/O range rounded out to decades."""
+    ys = [t for n in data["names"] for t in data["totals"][n] if t is not None]
+    ys += [b for b in data["lower"] if b > 0]
+    return [math.log10(data["Ms"][0]), math.log10(data["Ms"][-1]),
+            math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))]
+
+
+def _tenth(v: float):
+    """``v`` to a tenth of a pixel, printed as the script prints it (``Math.round(10 v) / 10``)."""
+    v = math.floor(10 * v + 0.5) / 10
+    return int(v) if v == int(v) else v
+
+
+def _px(dom, M, y=None):
+    """Pixel coordinates of ``(M, y)`` in the plot area (the script uses the same formula)."""
+    x0, x1, y0, y1 = dom
+    px = _L + (math.log10(M) - x0) / (x1 - x0) * (_W - _L - _R)
+    if y is None:
+        return _tenth(px)
+    py = _T + (y1 - math.log10(y)) / (y1 - y0) * (_H - _T - _B)
+    return _tenth(px), _tenth(py)
+
+
+def _frame(data: dict, dom, shown: bool) -> str:
+    """The static parts of one ``d``'s picture: ticks, grid, labels, ``M = d^2``, crossovers."""
+    x0, x1, y0, y1 = dom
+    bottom, right = _H - _B, _W - _R
+    out = []
+    for e in range(math.ceil(x0 - 1e-9), math.floor(x1 + 1e-9) + 1):
+        x = _px(dom, 10 ** e)
+        out.append(f'<line x1="{x}" y1="{_T}" x2="{x}" y2="{bottom}" stroke="#eee"/>'
+                   f'<line x1="{x}" y1="{bottom}" x2="{x}" y2="{bottom + 5}" stroke="#333"/>'
+                   f'<text x="{x}" y="{bottom + 18}" text-anchor="middle">'
+                   f'10{str(e).translate(_SUP)}</text>')
+    for e in range(int(y0), int(y1) + 1):
+        y = _px(dom, 10 ** x0, 10 ** e)[1]
+        out.append(f'<line x1="{_L}" y1="{y}" x2="{right}" y2="{y}" stroke="#eee"/>'
+                   f'<line x1="{_L - 5}" y1="{y}" x2="{_L}" y2="{y}" stroke="#333"/>'
+                   f'<text x="{_L - 8}" y="{y + 4}" text-anchor="end">'
+                   f'10{str(e).translate(_SUP)}</text>')
+    d2 = data["d"] ** 2
+    x = _px(dom, d2)
+    out.append(f'<line x1="{x}" y1="{_T}" x2="{x}" y2="{bottom}" stroke="#000" '
+               f'stroke-opacity="0.6"/><text x="{x + 4}" y="{_T + 12}">M = d² = {_commas(d2)}'
+               '</text>')
+    for c in data["crossovers"]:
+        x = _px(dom, c["M"])
+        out.append(f'<line x1="{x}" y1="{_T}" x2="{x}" y2="{bottom}" stroke="#2ca02c" '
+                   f'stroke-dasharray="2 3"><title>crossover at M = {_commas(c["M"])}: '
+                   f'{c["before"]} → {c["after"]}</title></line>')
+    display = "" if shown else ' display="none"'
+    return (f'<g class="ioe-frame" data-d="{data["d"]}"{display} font-family="sans-serif" '
+            f'font-size="11" fill="#222">{"".join(out)}</g>')
+
+
+def _points(data, dom, values) -> str:
+    return " ".join("{},{}".format(*_px(dom, M, t)) for M, t in zip(data["Ms"], values)
+                    if t is not None and t > 0)
+
+
+_SCRIPT = """(function () {
+  var root = document.getElementById("%(id)s");
+  if (!root) return;
+  var D = JSON.parse(root.querySelector("script.ioe-data").textContent);
+  var W = %(W)d, H = %(H)d, L = %(L)d, R = %(R)d, T = %(T)d, B = %(B)d;
+  var sM = root.querySelector("input.ioe-M"), sd = root.querySelector("input.ioe-d");
+  var outM = root.querySelector(".ioe-Mvalue"), outd = root.querySelector(".ioe-dvalue");
+  var out = root.querySelector(".ioe-readout"), now = root.querySelector("line.ioe-now");
+  var lower = root.querySelector("polyline.ioe-lower");
+  var frames = root.querySelectorAll("g.ioe-frame");
+  var lines = {}, marks = {};
+  var ls = root.querySelectorAll("polyline.ioe-curve");
+  var ms = root.querySelectorAll("circle.ioe-marker");
+  for (var i = 0; i < ls.length; i++) lines[ls[i].getAttribute("data-name")] = ls[i];
+  for (i = 0; i < ms.length; i++) marks[ms[i].getAttribute("data-name")] = ms[i];
+  function commas(n) { return String(n).replace(/\\B(?=(\\d{3})+(?!\\d))/g, ","); }
+  function px(dom, M) {
+    return Math.round(10 * (L + (Math.log10(M) - dom[0]) / (dom[1] - dom[0]) * (W - L - R))) / 10;
+  }
+  function py(dom, y) {
+    return Math.round(10 * (T + (dom[3] - Math.log10(y)) / (dom[3] - dom[2]) * (H - T - B))) / 10;
+  }
+  function points(c, values) {
+    var p = [];
+    for (var k = 0; k < c.Ms.length; k++)
+      if (values[k] !== null && values[k] > 0)
+        p.push(px(c.dom, c.Ms[k]) + "," + py(c.dom, values[k]));
+    return p.join(" ");
+  }
+  var shownD = -1;
+  function show() {
+    var j = Math.max(0, Math.min(D.ds.length - 1, Math.round(+sd.value)));
+    var c = D.curves[j];
+    sM.max = String(c.Ms.length - 1);
+    var k = Math.max(0, Math.min(c.Ms.length - 1, Math.round(+sM.value)));
+    sd.value = String(j); sM.value = String(k);
+    if (j !== shownD) {
+      shownD = j;
+      for (var f = 0; f < frames.length; f++)
+        frames[f].setAttribute("display",
+                               +frames[f].getAttribute("data-d") === c.d ? "inline" : "none");
+      for (var n in lines) lines[n].setAttribute("points", points(c, c.totals[n]));
+      lower.setAttribute("points", points(c, c.lower));
+    }
+    var M = c.Ms[k], x = px(c.dom, M);
+    now.setAttribute("x1", x); now.setAttribute("x2", x);
+    var best = null, parts = [];
+    for (var q = 0; q < c.names.length; q++) {
+      var name = c.names[q], t = c.totals[name][k];
+      if (t !== null && (best === null || t < c.totals[best][k])) best = name;
+      parts.push(c.labels[name] + " " + (t !== null ? commas(t) :
+        "cannot run (needs M \\u2265 " + commas(c.min_M[name]) + ")"));
+      var m = marks[name];
+      if (t !== null) {
+        m.setAttribute("cx", x); m.setAttribute("cy", py(c.dom, t));
+        m.setAttribute("visibility", "visible");
+      } else {
+        m.setAttribute("visibility", "hidden");
+      }
+    }
+    parts.push("lower bound " + commas(c.lower[k]));
+    outM.textContent = c.mlabels[k];
+    outd.textContent = "d = " + c.d;
+    out.textContent = "N = " + commas(c.N) + ", d = " + c.d + ", M = " + commas(M) +
+      ": cheapest " + (best === null ? "none" : best) + ". " + parts.join("; ");
+  }
+  sM.addEventListener("input", show);
+  sd.addEventListener("input", show);
+  show();
+})();"""
+
+
+def _json_in_html(obj) -> str:
+    """JSON that is safe inside a ``<script>`` element (no ``</script>``, no ``<!--``)."""
+    text = json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, d: int | None = None,
+                    M: int | None = None, names=None, options=None) -> str:
+    """A self-contained HTML crossover explorer for a static page.
+
+    An inline SVG log-log plot of exact I/O against ``M`` (decade ticks, one polyline per
+    algorithm in the colours of :data:`ioattn.plotting.STYLE`, the lower bound dashed, a line at
+    ``M = d^2``, dotted green lines at the exact crossovers, a circle on each curve at the
+    current ``M`` and a line there); a range input labelled "M" stepping through the cache
+    sizes (shown as ``M = 2^k = ... entries = r d²``), a range input labelled "d" switching
+    between ``ds``, and a readout line (:func:`readout`: the cheapest algorithm and every exact
+    count). The exact totals of every ``d`` are computed here by :func:`curves` and embedded as
+    JSON in a ``<script type="application/json" class="ioe-data">`` element; a small inline
+    script recomputes the geometry from them when a slider moves. Without script the picture
+    shows the initial point. No external asset, no network access; every element sits under a
+    ``div`` with a unique id, so several explorers can share a page.
+
+    The JSON object has ``ds`` and ``curves``, one :func:`curves` dict per ``d`` with, in
+    addition, ``dom`` (log10 of the plotted M and I/O ranges) and ``mlabels`` (:func:`m_label`
+    of each ``M``).
+
+    Parameters
+    ----------
+    N : int
+        Sequence length.
+    ds : sequence of int
+        Head dimensions offered by the "d" slider.
+    Ms : list of int, optional
+        Cache sizes, the same for every ``d``; :func:`default_Ms` of each ``d`` by default.
+    d : int, optional
+        The ``d`` shown first (64 if in ``ds``, else the first).
+    M : int, optional
+        The ``M`` shown first: the cache size nearest to it (in log); ``d^2`` by default.
+    names, options
+        As for :func:`curves`.
+
+    Returns
+    -------
+    str
+        The HTML snippet (e.g. for ``IPython.display.HTML``).
+    """
+    ds = [int(v) for v in ds]
+    if d is None:
+        d = 64 if 64 in ds else ds[0]
+    if d not in ds:
+        raise ValueError(f"d = {d} is not one of ds = {ds}")
+    j = ds.index(d)
+    pictures = []
+    for dd in ds:
+        c = curves(N, dd, Ms, names, options)
+        c["dom"] = _domain(c)
+        c["mlabels"] = [m_label(v, dd) for v in c["Ms"]]
+        pictures.append(c)
+    c = pictures[j]
+    target = d * d if M is None else M
+    k = min(range(len(c["Ms"])), key=lambda i: abs(math.log(c["Ms"][i] / target)))
+    payload = _json_in_html({"ds": ds, "curves": pictures})
+    uid = f"ioattn-explorer-{hashlib.sha1(payload.encode()).hexdigest()[:10]}-{next(_ids)}"
+    dom, bottom = c["dom"], _H - _B
+
+    frames = "".join(_frame(p, p["dom"], p is c) for p in pictures)
+    polylines, markers, legend = [], [], []
+    lh = 16 * len(c["names"]) + 22                # the legend box, bottom left
+    lx, ly = _L + 6, bottom - 6 - lh
+    for i, n in enumerate(c["names"]):
+        colour = STYLE.get(n, {}).get("color", _OTHER)
+        polylines.append(f'<polyline class="ioe-curve" data-name="{html.escape(n)}" '
+                         f'points="{_points(c, dom, c["totals"][n])}" fill="none" '
+                         f'stroke="{colour}" stroke-width="2"/>')
+        t = c["totals"][n][k]
+        cx, cy = _px(dom, c["Ms"][k], t) if t is not None else (0, 0)
+        markers.append(f'<circle class="ioe-marker" data-name="{html.escape(n)}" cx="{cx}" '
+                       f'cy="{cy}" r="5" fill="{colour}" stroke="#fff" stroke-width="1.5" '
+                       f'visibility="{"visible" if t is not None else "hidden"}"/>')
+        y = ly + 14 + 16 * i
+        legend.append(f'<line x1="{lx + 6}" y1="{y}" x2="{lx + 28}" y2="{y}" '
+                      f'stroke="{colour}" stroke-width="2"/><text x="{lx + 34}" '
+                      f'y="{y + 4}">{html.escape(c["labels"][n])}</text>')
+    y = ly + 14 + 16 * len(c["names"])
+    legend.append(f'<line x1="{lx + 6}" y1="{y}" x2="{lx + 28}" y2="{y}" '
+                  f'stroke="#000" stroke-dasharray="5 3"/><text x="{lx + 34}" '
+                  f'y="{y + 4}">lower bound (standard matmul)</text>')
+    now = _px(dom, c["Ms"][k])
+    svg = (
+        f'<svg viewBox="0 0 {_W} {_H}" width="{_W}" height="{_H}" role="img" '
+        f'aria-label="exact I/O of attention against the cache size M, log-log, N = {N}" '
+        'style="max-width:100%;height:auto;display:block;background:#fff">'
+        f'{frames}'
+        f'<rect x="{_L}" y="{_T}" width="{_W - _L - _R}" height="{_H - _T - _B}" fill="none" '
+        'stroke="#333"/>'
+        f'<line class="ioe-now" x1="{now}" y1="{_T}" x2="{now}" y2="{bottom}" stroke="#f2a900" '
+        'stroke-width="2"/>'
+        f'<polyline class="ioe-lower" points="{_points(c, dom, c["lower"])}" fill="none" '
+        'stroke="#000" stroke-width="1.2" stroke-dasharray="5 3"/>'
+        f'{"".join(polylines)}{"".join(markers)}'
+        f'<g font-family="sans-serif" font-size="11" fill="#222">'
+        f'<rect x="{lx}" y="{ly}" width="216" height="{lh}" '
+        'fill="#fff" fill-opacity="0.85" stroke="#ccc"/>'
+        f'{"".join(legend)}'
+        f'<text x="{(_L + _W - _R) / 2}" y="{_H - 8}" text-anchor="middle">'
+        'cache size M (entries)</text>'
+        f'<text transform="translate(14 {(_T + bottom) / 2}) rotate(-90)" text-anchor="middle">'
+        'I/O (entries read + written)</text>'
+        f'<text x="{(_L + _W - _R) / 2}" y="{_T - 12}" text-anchor="middle" font-size="13">'
+        f'Exact I/O of attention, N = {_commas(N)}</text></g></svg>'
+    )
+    row = ('display:flex;gap:0.6em;align-items:center;flex-wrap:wrap;margin:0.3em 0;'
+           'font-family:sans-serif;font-size:0.9em')
+    controls = (
+        f'<div style="{row}"><label style="display:flex;gap:0.4em;align-items:center">M '
+        f'<input type="range" class="ioe-M" min="0" max="{len(c["Ms"]) - 1}" value="{k}" '
+        'step="1" style="width:22em;max-width:60vw"></label>'
+        f'<span class="ioe-Mvalue">{html.escape(c["mlabels"][k])}</span></div>'
+        f'<div style="{row}"><label style="display:flex;gap:0.4em;align-items:center">d '
+        f'<input type="range" class="ioe-d" min="0" max="{len(ds) - 1}" value="{j}" step="1" '
+        f'style="width:8em"></label><span class="ioe-dvalue">d = {d}</span>'
+        f'<span style="color:#666">({", ".join(map(str, ds))})</span></div>'
+    )
+    text = html.escape(readout(c, k), quote=False)
+    return (
+        f'<div class="ioattn-explorer" id="{uid}" style="margin:0.5em 0 1em">'
+        f'{svg}{controls}'
+        '<div class="ioe-readout" aria-live="polite" '
+        f'style="font-family:monospace;font-size:0.85em">{text}</div>'
+        f'<script type="application/json" class="ioe-data">{payload}</script>'
+        f'<script>{_SCRIPT % dict(id=uid, W=_W, H=_H, L=_L, R=_R, T=_T, B=_B)}</script></div>'
+    )
+
+
+# ---------------------------------------------------------------------------------- widget
+def _simulate(names, N, d, M, options, seed=0):
+    """Run each of ``names`` at ``(N, d, M)`` on random data; ``{name: (io, io_cost) or None}``."""
+    import numpy as np
+
+    from .api import run
+
+    rng = np.random.default_rng(seed)
+    Q, K, V = (rng.standard_normal((N, d)) for _ in range(3))
+    out = {}
+    for n in names:
+        opts = options.get(n, {})
+        algo = get(n)
+        if M < algo.min_M(d, **{**algo.options, **opts}):
+            out[n] = None
+            continue
+        out[n] = (run(n, Q, K, V, M, **opts).io, io_cost(n, N, d, M, **opts))
+    return out
+
+
+def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None, *,
+             options=None, N_sim_max: int = 256, dpi: int = 80):
+    """The crossover explorer as an ipywidgets widget, for a notebook with a live kernel.
+
+    Sliders for ``N`` (powers of two from 256 to 65536), ``d`` (powers of two from 16 to 256)
+    and ``log2 M``; a checkbox per algorithm; a matplotlib log-log plot (rendered to PNG by the
+    Agg backend into an ``ipywidgets.Image``, so no ipympl is needed) of exact I/O against ``M``
+    for the checked algorithms with the lower bound, a line at ``M = d^2`` and a marker on each
+    curve at the current ``M``; a readout (each exact count, the cheapest). The curves come from
+    :func:`curves` (cached per ``(N, d)``); moving ``M`` only moves the markers, and the figure is
+    kept and its lines updated, never recreated.
+
+    A "simulate" button runs :func:`ioattn.run` on random data at ``(N_sim, d, M)`` with
+    ``N_sim = min(N, N_sim_max)`` (the simulation moves every entry in Python: at ``N = 4096`` it
+    can take minutes) for every checked algorithm, and reports whether each counted ``io``
+    equals :func:`ioattn.io_cost` at that size.
+
+    Parameters
+    ----------
+    N, d : int
+        The initial sizes.
+    log2_M : float, optional
+        The initial ``log2 M``; ``log2 d^2`` by default.
+    names : list of str, optional
+        The algorithms checked at first (every one of :data:`DEFAULT_NAMES` by default).
+    options : dict, optional
+        Algorithm name -> options; :data:`DEFAULT_OPTIONS` by default.
+    N_sim_max : int, optional
+        The largest ``N`` the "simulate" button runs.
+    dpi : int, optional
+        Resolution of the picture.
+
+    Returns
+    -------
+    ipywidgets.VBox
+        The widget, with extra attributes: ``update(N=None, d=None, log2_M=None, names=None)``
+        (set any of them and redraw once; returns the readout text), ``simulate()`` (what the
+        button does; returns its report), ``controls`` (a dict of the sliders, checkboxes and
+        button), ``readout`` and ``sim_readout`` (``HTML`` widgets), ``image`` (the ``Image``),
+        ``figure``, ``lines`` and ``markers`` (name -> matplotlib ``Line2D``; the lower bound is
+        ``lines["lower"]``) and ``state`` (the current ``N``, ``d``, ``M``, totals, cheapest).
+
+    Raises
+    ------
+    ImportError
+        When ipywidgets is not installed (:func:`static_explorer` needs no kernel and no
+        widgets).
+    """
+    try:
+        import ipywidgets as widgets
+    except ImportError as err:
+        raise ImportError(
+            "ioattn.explorer.explorer needs ipywidgets: pip install ipywidgets (it comes with "
+            "the book extras, pip install -e '.[book]'); ioattn.explorer.static_explorer gives "
+            "the same picture as plain HTML, with no kernel") from err
+    import io
+
+    import PIL.Image
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from . import bounds
+
+    all_names = list(DEFAULT_NAMES)
+    checked = set(names or all_names)
+    options = DEFAULT_OPTIONS if options is None else options
+    Ns = sorted({1 << k for k in range(8, 17)} | {int(N)})
+    ds = sorted({1 << k for k in range(4, 9)} | {int(d)})
+    cache: dict = {}
+
+    def data_for(n_, d_):
+        if (n_, d_) not in cache:
+            cache[(n_, d_)] = curves(n_, d_, names=all_names, options=options)
+        return cache[(n_, d_)]
+
+    def m_max(d_):
+        return math.log2(64 * d_ * d_)
+
+    start = math.log2(d * d) if log2_M is None else float(log2_M)
+    sN = widgets.SelectionSlider(options=Ns, value=int(N), description="N",
+                                 continuous_update=False)
+    sd = widgets.SelectionSlider(options=ds, value=int(d), description="d",
+                                 continuous_update=False)
+    sM = widgets.FloatSlider(value=min(max(start, 4.0), m_max(d)), min=4.0, max=m_max(d),
+                             step=0.05, description="log2 M", readout_format=".2f",
+                             continuous_update=True)
+    boxes = {n: widgets.Checkbox(value=n in checked, description=data_for(N, d)["labels"][n],
+                                 indent=False) for n in all_names}
+    button = widgets.Button(description="simulate", tooltip="run the checked algorithms on "
+                            f"random data at N = min(N, {N_sim_max}) and compare with io_cost")
+    text = widgets.HTML()
+    sim_text = widgets.HTML()
+    image = widgets.Image(format="png")
+
+    fig = Figure(figsize=(7.5, 4.6), dpi=dpi, layout="constrained")
+    canvas = FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.set(xscale="log", yscale="log", xlabel="cache size M (entries)",
+           ylabel="I/O (entries read + written)")
+    lines, markers = {}, {}
+    for n in all_names:
+        colour = STYLE.get(n, {}).get("color", _OTHER)
+        (lines[n],) = ax.plot([1], [1], color=colour, lw=1.8, label=boxes[n].description)
+        (markers[n],) = ax.plot([1], [1], "o", color=colour, ms=8, mec="white", mew=1.2,
+                                animated=True)
+    (lines["lower"],) = ax.plot([1], [1], "k--", lw=1, label="lower bound (standard matmul)")
+    d2_line = ax.axvline(1, color="k", lw=0.8, alpha=0.6)
+    d2_text = ax.annotate("", (1, 1), xycoords=("data", "axes fraction"), xytext=(4, -14),
+                          textcoords="offset points")
+    now_line = ax.axvline(1, color="#f2a900", lw=1.5, animated=True)
+    ax.legend(fontsize="small", loc="lower left")
+    state: dict = {}
+    busy = [False]
+
+    def redraw():
+        n_, d_ = sN.value, sd.value
+        c = data_for(n_, d_)
+        M = max(1, round(2 ** sM.value))
+        shown = [n for n in all_names if boxes[n].value]
+        totals = {}
+        for n in all_names:
+            algo, opts = get(n), options.get(n, {})
+            ok = M >= algo.min_M(d_, **{**algo.options, **opts})
+            totals[n] = io_cost(n, n_, d_, M, **opts).total if ok else None
+        lower = bounds.lower_bound(n_, d_, M)
+        runnable = [(totals[n], n) for n in sorted(shown) if totals[n] is not None]
+        best = min(runnable)[1] if runnable else None
+        full = state.get("key") != (n_, d_) or state.get("shown") != shown
+        if state.get("key") != (n_, d_):
+            for n in all_names:
+                pts = [(m, t) for m, t in zip(c["Ms"], c["totals"][n]) if t is not None]
+                lines[n].set_data(*zip(*pts)) if pts else lines[n].set_data([], [])
+            lines["lower"].set_data(c["Ms"], c["lower"])
+            d2_line.set_xdata([d_ * d_, d_ * d_])
+            d2_text.xy = (d_ * d_, 1)
+            d2_text.set_text(f"M = d² = {d_ * d_:,}")
+            ys = [t for n in all_names for t in c["totals"][n] if t is not None] + c["lower"]
+            ax.set_xlim(c["Ms"][0] / 1.2, c["Ms"][-1] * 1.2)
+            ax.set_ylim(min(ys) / 1.5, max(ys) * 1.5)
+            ax.set_title(f"Exact I/O of attention, N = {n_:,}, d = {d_}")
+        for n in all_names:
+            lines[n].set_visible(n in shown)
+            t = totals[n]
+            markers[n].set_visible(n in shown and t is not None)
+            markers[n].set_data([M], [t if t is not None else 1])
+        now_line.set_xdata([M, M])
+        state.update(key=(n_, d_), N=n_, d=d_, M=M, totals=totals, lower=lower, cheapest=best,
+                     shown=shown)
+        # Blitting: the curves, axes and legend are drawn (with the layout) only when N, d or
+        # the checked algorithms change; a move of M restores that background and draws the
+        # line at M and the markers (the "animated" artists) on it.
+        if full or "background" not in state:
+            canvas.draw()
+            state["background"] = canvas.copy_from_bbox(fig.bbox)
+        else:
+            canvas.restore_region(state["background"])
+        ax.draw_artist(now_line)
+        for n in all_names:
+            ax.draw_artist(markers[n])
+        buf = io.BytesIO()
+        rgba = canvas.buffer_rgba()
+        PIL.Image.frombuffer("RGBA", (rgba.shape[1], rgba.shape[0]), rgba, "raw", "RGBA", 0,
+                             1).save(buf, format="png", compress_level=1)
+        image.value = buf.getvalue()
+        rows = "".join(
+            f"<tr><td>{'<b>' if n == best else ''}{html.escape(boxes[n].description)}"
+            f"{'</b>' if n == best else ''}</td><td style='text-align:right'>"
+            + (f"{totals[n]:,}" if totals[n] is not None else "cannot run at this M")
+            + "</td></tr>" for n in shown)
+        text.value = (
+            f"<div style='font-family:monospace'>N = {n_:,}, d = {d_}, "
+            f"{html.escape(m_label(M, d_))}<br>cheapest: <b>{best or 'none'}</b>"
+            f"<table>{rows}<tr><td>lower bound (standard matmul)</td>"
+            f"<td style='text-align:right'>{lower:,}</td></tr></table></div>")
+        return text.value
+
+    def update(N=None, d=None, log2_M=None, names=None):
+        """Set any of ``N``, ``d``, ``log2_M``, ``names`` (the checked algorithms) and redraw
+        once; returns the readout HTML."""
+        busy[0] = True
+        try:
+            if N is not None:
+                sN.value = int(N)
+            if d is not None:
+                sd.value = int(d)
+                sM.max = m_max(sd.value)
+            if log2_M is not None:
+                sM.value = min(max(float(log2_M), sM.min), sM.max)
+            if names is not None:
+                for n in all_names:
+                    boxes[n].value = n in names
+        finally:
+            busy[0] = False
+        return redraw()
+
+    def on_change(change):
+        if busy[0]:
+            return
+        if change["owner"] is sd:
+            busy[0] = True
+            try:
+                sM.max = m_max(sd.value)
+            finally:
+                busy[0] = False
+        redraw()
+
+    def simulate(_=None):
+        """Run the checked algorithms at ``N_sim = min(N, N_sim_max)`` and report agreement."""
+        n_sim = min(sN.value, N_sim_max)
+        d_, M = sd.value, max(1, round(2 ** sM.value))
+        shown = [n for n in all_names if boxes[n].value]
+        sim_text.value = f"<i>simulating at N = {n_sim} ...</i>"
+        got = _simulate(shown, n_sim, d_, M, options)
+        ran = {n: v for n, v in got.items() if v is not None}
+        agree = all(io == cost for io, cost in ran.values())
+        rows = "".join(
+            f"<tr><td>{html.escape(boxes[n].description)}</td><td style='text-align:right'>"
+            + (f"{v[0].total:,}</td><td>{'=' if v[0] == v[1] else '≠'} io_cost "
+               f"{v[1].total:,}" if v is not None else "cannot run at this M</td><td>")
+            + "</td></tr>" for n, v in got.items())
+        note = (f" (N = {sN.value:,} would take long: simulated at N = {n_sim})"
+                if n_sim < sN.value else "")
+        sim_text.value = (
+            f"<div style='font-family:monospace'>simulated ioattn.run on random data at "
+            f"N = {n_sim}, d = {d_}, M = {M:,}{html.escape(note)}<table>{rows}</table>"
+            f"counts agree: <b>{'yes' if ran and agree else 'no' if ran else 'nothing ran'}"
+            "</b></div>")
+        return sim_text.value
+
+    for w in (sN, sd, sM, *boxes.values()):
+        w.observe(on_change, names="value")
+    button.on_click(simulate)
+    redraw()
+    box = widgets.VBox([
+        widgets.HBox([sN, sd]), sM, widgets.HBox(list(boxes.values())), image, text,
+        widgets.HBox([button]), sim_text,
+    ])
+    box.update, box.simulate = update, simulate
+    box.controls = {"N": sN, "d": sd, "log2_M": sM, "simulate": button, **boxes}
+    box.readout, box.sim_readout, box.image = text, sim_text, image
+    box.figure, box.lines, box.markers, box.state = fig, lines, markers, state
+    return box

@@ -1,0 +1,245 @@
+"""The crossover explorer: its data, the static HTML (and its script, under node) and the widget."""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from ioattn import io_cost
+from ioattn.explorer import (
+    DEFAULT_OPTIONS,
+    curves,
+    default_Ms,
+    explorer,
+    m_label,
+    readout,
+    static_explorer,
+)
+from ioattn.sweep import sweep
+
+NAMES = ["flash", "square_tiling", "standard"]
+
+
+def test_default_Ms():
+    for d in (16, 64, 256):
+        Ms = default_Ms(d)
+        assert Ms[0] == 16 and Ms[-1] == 64 * d * d and len(Ms) == 32
+        assert Ms == sorted(set(Ms))
+
+
+def test_curves_equal_sweep_and_io_cost():
+    N, d = 512, 32
+    c = curves(N, d)
+    s = sweep(N, d, default_Ms(d), NAMES, DEFAULT_OPTIONS)
+    assert c["Ms"] == s.Ms and c["names"] == NAMES
+    assert c["totals"] == s.totals and c["lower"] == s.lower and c["cheapest"] == s.cheapest()
+    assert [(x["M"], x["before"], x["after"]) for x in c["crossovers"]] == \
+        [tuple(x) for x in s.crossovers]
+    assert c["labels"]["square_tiling"] == "square_tiling (schedule=outer)"
+    for name in NAMES:
+        opts = DEFAULT_OPTIONS.get(name, {})
+        for M, t in zip(c["Ms"], c["totals"][name]):
+            if M >= c["min_M"][name]:
+                assert t == io_cost(name, N, d, M, **opts).total
+            else:
+                assert t is None
+    assert c["totals"]["flash"][0] is None          # flash needs M >= 4d + 4
+    assert json.loads(json.dumps(c)) == c           # JSON-ready
+
+
+def _embedded(page: str) -> dict:
+    found = re.findall(r'<script type="application/json" class="ioe-data">(.*?)</script>',
+                       page, re.S)
+    assert len(found) == 1
+    return json.loads(found[0])
+
+
+@pytest.fixture(scope="module")
+def page():
+    return static_explorer()
+
+
+def test_static_explorer_html(page):
+    assert re.search(r'>M <input type="range" class="ioe-M" min="0" max="31"', page)
+    assert re.search(r'>d <input type="range" class="ioe-d" min="0" max="3"', page)
+    assert "http://" not in page and "https://" not in page and " src=" not in page
+    assert len(page) < 200_000
+    assert page.count('class="ioe-curve"') == 3 and page.count('class="ioe-marker"') == 3
+    assert page.count('class="ioe-lower"') == 1 and 'stroke-dasharray="5 3"' in page
+    assert page.count('class="ioe-frame"') == 4 and "M = d² = 4,096" in page
+    for colour in ("#1f77b4", "#d62728", "#7f7f7f"):
+        assert colour in page
+    data = _embedded(page)
+    assert data["ds"] == [32, 64, 128, 256]
+    # the readout of the initial point (d = 64, M nearest d^2) is in the HTML, for no script
+    c = data["curves"][1]
+    k = int(re.search(r'class="ioe-M" min="0" max="31" value="(\d+)"', page)[1])
+    assert readout(c, k) in page.replace("&gt;", ">")
+    assert m_label(c["Ms"][k], 64) in page
+
+
+@pytest.mark.parametrize("d, M", [(32, 16), (32, 1024), (64, 4479), (128, 20000),
+                                  (256, 64 * 256 * 256)])
+def test_static_explorer_totals_are_exact(page, d, M):
+    data = _embedded(page)
+    c = data["curves"][data["ds"].index(d)]
+    k = min(range(len(c["Ms"])), key=lambda i: abs(c["Ms"][i] - M))
+    M = c["Ms"][k]
+    for name in NAMES:
+        opts = DEFAULT_OPTIONS.get(name, {})
+        t = c["totals"][name][k]
+        assert t == (io_cost(name, 4096, d, M, **opts).total if M >= c["min_M"][name] else None)
+
+
+def test_static_explorers_are_unique():
+    a, b = static_explorer(256, ds=(16,)), static_explorer(256, ds=(16,))
+    ids = re.findall(r'<div class="ioattn-explorer" id="([^"]+)"', a + b)
+    assert len(ids) == 2 and ids[0] != ids[1]
+    assert a.count(ids[0]) == 2 and ids[0] not in b      # the div and its script
+    with pytest.raises(ValueError, match="not one of"):
+        static_explorer(256, ds=(16, 32), d=64)
+
+
+_NODE_DRIVER = r"""
+const fs = require("fs");
+const page = fs.readFileSync(0, "utf8");
+const json = page.match(
+  /<script type="application\/json" class="ioe-data">([\s\S]*?)<\/script>/)[1];
+const code = page.match(/<script>([\s\S]*?)<\/script>/)[1];
+const id = page.match(/<div class="ioattn-explorer" id="([^"]+)"/)[1];
+function element(attrs) {
+  return {attrs: Object.assign({}, attrs || {}), listeners: {}, textContent: "", value: "0",
+    max: "0", setAttribute(k, v) { this.attrs[k] = String(v); },
+    getAttribute(k) { return this.attrs[k]; },
+    addEventListener(t, f) { this.listeners[t] = f; }};
+}
+function all(re) {
+  return Array.from(page.matchAll(re), m => element({"data-name": m[1]}));
+}
+const curves = all(/class="ioe-curve" data-name="([^"]+)"/g);
+const markers = all(/class="ioe-marker" data-name="([^"]+)"/g);
+const frames = Array.from(page.matchAll(/class="ioe-frame" data-d="(\d+)"/g),
+                          m => element({"data-d": m[1]}));
+const sM = element(), sd = element();
+sM.value = page.match(/class="ioe-M" min="0" max="\d+" value="(\d+)"/)[1];
+sd.value = page.match(/class="ioe-d" min="0" max="\d+" value="(\d+)"/)[1];
+const one = {"script.ioe-data": {textContent: json}, "input.ioe-M": sM, "input.ioe-d": sd,
+  ".ioe-Mvalue": element(), ".ioe-dvalue": element(), ".ioe-readout": element(),
+  "line.ioe-now": element(), "polyline.ioe-lower": element()};
+const many = {"g.ioe-frame": frames, "polyline.ioe-curve": curves, "circle.ioe-marker": markers};
+const root = {querySelector: s => one[s], querySelectorAll: s => many[s]};
+global.document = {getElementById: x => (x === id ? root : null)};
+eval(code);
+const seen = [];
+function snap() {
+  const m = {}, c = {};
+  markers.forEach(e => { m[e.attrs["data-name"]] = Object.assign({}, e.attrs); });
+  curves.forEach(e => { c[e.attrs["data-name"]] = e.attrs.points; });
+  seen.push({d: +sd.value, k: +sM.value, text: one[".ioe-readout"].textContent,
+    M: one[".ioe-Mvalue"].textContent, now: one["line.ioe-now"].attrs.x1, markers: m, curves: c,
+    lower: one["polyline.ioe-lower"].attrs.points,
+    frames: frames.map(f => f.attrs.display)});
+}
+snap();                                                // the initial show()
+const steps = JSON.parse(process.argv[1]);
+for (const [which, v] of steps) {
+  const s = which === "M" ? sM : sd;
+  s.value = String(v); s.listeners.input(); snap();
+}
+process.stdout.write(JSON.stringify(seen));
+"""
+
+
+def _run_node(page, steps):
+    proc = subprocess.run(["node", "-e", _NODE_DRIVER, json.dumps(steps)], input=page,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_static_explorer_script_runs(page):
+    """Under node with a stub DOM: the script's readout is :func:`readout` at every point, the
+    M slider from smallest to largest turns the cheapest from square tiling or standard into
+    flash, and the d slider switches the picture."""
+    data = _embedded(page)
+    steps = [["M", 0], ["M", 31], ["d", 3], ["M", 0], ["M", 99], ["d", 0]] + \
+        [["M", k] for k in range(32)]
+    seen = _run_node(page, steps)
+    start = int(re.search(r'class="ioe-M" min="0" max="31" value="(\d+)"', page)[1])
+    assert seen[0]["text"] == readout(data["curves"][1], start)
+    for shot in seen:
+        c = data["curves"][shot["d"]]
+        assert shot["text"] == readout(c, shot["k"])
+        assert shot["M"] == m_label(c["Ms"][shot["k"]], c["d"])
+        assert shot["frames"] == ["inline" if j == shot["d"] else "none" for j in range(4)]
+    small, large = seen[1], seen[2]
+    assert (small["d"], small["k"], large["k"]) == (1, 0, 31)
+    assert re.search(r"cheapest (square_tiling|standard)\.", small["text"])
+    assert "cheapest flash." in large["text"]
+    assert small["markers"]["flash"]["visibility"] == "hidden"      # flash cannot run at M = 16
+    assert large["markers"]["flash"]["visibility"] == "visible"
+    assert float(large["now"]) > float(small["now"])
+    assert float(large["markers"]["flash"]["cy"]) > float(small["markers"]["standard"]["cy"])
+    # the geometry the script computes is the one the HTML starts with
+    for name in NAMES:
+        assert f'data-name="{name}" points="{seen[0]["curves"][name]}"' in page
+    assert f'class="ioe-lower" points="{seen[0]["lower"]}"' in page
+    # d = 256, then M past the end is clamped
+    assert seen[3]["d"] == 3 and seen[3]["curves"] != seen[2]["curves"]
+    assert seen[5]["k"] == 31 and "cheapest flash." in seen[5]["text"]
+    cheapest = [s["text"].split("cheapest ")[1].split(".")[0] for s in seen[7:]]
+    assert cheapest == data["curves"][0]["cheapest"]
+
+
+# ---------------------------------------------------------------------------------- widget
+def test_explorer_without_ipywidgets(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)
+    with pytest.raises(ImportError, match="needs ipywidgets.*static_explorer"):
+        explorer()
+
+
+def test_explorer_widget_update():
+    widgets = pytest.importorskip("ipywidgets")
+    w = explorer(N=4096, d=64, log2_M=6)
+    assert isinstance(w, widgets.VBox)
+    assert set(w.controls) >= {"N", "d", "log2_M", "simulate", *NAMES}
+    assert w.image.value[:8] == b"\x89PNG\r\n\x1a\n"
+    before_text, before_png = w.readout.value, w.image.value
+    before = {n: tuple(w.markers[n].get_data()[0]) for n in NAMES}
+    assert w.state["M"] == 64 and w.state["cheapest"] in ("square_tiling", "standard")
+    assert not w.markers["flash"].get_visible()                    # flash needs M >= 260
+    text = w.update(log2_M=16)
+    M = 1 << 16
+    assert text == w.readout.value != before_text and w.image.value != before_png
+    assert w.state["M"] == M and w.state["cheapest"] == "flash"
+    for name in NAMES:
+        t = io_cost(name, 4096, 64, M, **DEFAULT_OPTIONS.get(name, {})).total
+        assert f"{t:,}" in text and w.state["totals"][name] == t
+        assert tuple(w.markers[name].get_data()[0]) != before[name]
+        assert tuple(w.markers[name].get_data()[1]) == (t,)
+        assert w.markers[name].get_visible()
+    # moving the slider itself redraws too
+    w.controls["log2_M"].value = 12
+    assert w.state["M"] == 4096 and "M = 2^12 = 4,096 entries = 1 d²" in w.readout.value
+    w.controls["flash"].value = False
+    assert "flash" not in w.state["shown"] and not w.lines["flash"].get_visible()
+    w.update(d=128, names=NAMES)
+    assert w.state["d"] == 128 and w.controls["log2_M"].max == pytest.approx(20)
+
+
+def test_explorer_simulate_agrees():
+    pytest.importorskip("ipywidgets")
+    w = explorer(N=4096, d=8, log2_M=9, N_sim_max=32)
+    report = w.simulate()
+    assert "counts agree: <b>yes</b>" in report and "N = 32" in report
+    assert "simulated at N = 32" in report
+    assert w.sim_readout.value == report
+    w.controls["simulate"].click()                                  # the button does the same
+    assert "counts agree: <b>yes</b>" in w.sim_readout.value
+    w.update(N=256, log2_M=4)                                       # flash cannot run at M = 16
+    report = w.simulate()
+    assert "cannot run at this M" in report and "counts agree: <b>yes</b>" in report
