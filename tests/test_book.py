@@ -183,3 +183,9 @@ def test_pebble_page_has_the_stepper_and_the_table(built):
     matmul = tables[2]
     assert "outer product" in matmul and "matmul_lower" in matmul and matmul.count("<tr") > 10
     assert "http://" not in found[0] and "https://" not in found[0]
+
+
+def test_sweep_page_embeds_the_static_explorer(built):
+    page = _page(built, "sweep")
+    assert page.count('type="range"') >= 2, "the explorer's M and d sliders are missing"
+    assert "ioe-data" in page, "the explorer's exact totals are not embedded"
