@@ -9,12 +9,22 @@ True
 
 from . import bounds
 from .algorithms import matmul_cost, plan_matmul, run_matmul
-from .api import RunResult, algorithms, io_cost, plan, run
+from .api import (
+    BackwardResult,
+    RunResult,
+    algorithms,
+    io_cost,
+    plan,
+    run,
+    run_backward,
+    saved_for_backward,
+)
 from .memory import CacheOverflowError, IOCount, SlowArray, Transfer, TwoLevelMemory
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "CacheOverflowError", "IOCount", "RunResult", "SlowArray", "Transfer", "TwoLevelMemory",
-    "algorithms", "bounds", "io_cost", "matmul_cost", "plan", "plan_matmul", "run", "run_matmul",
+    "BackwardResult", "CacheOverflowError", "IOCount", "RunResult", "SlowArray", "Transfer",
+    "TwoLevelMemory", "algorithms", "bounds", "io_cost", "matmul_cost", "plan", "plan_matmul",
+    "run", "run_backward", "run_matmul", "saved_for_backward",
 ]

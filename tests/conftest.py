@@ -36,6 +36,20 @@ def reference_attention(Q, K, V, scale=None):
     return P @ V
 
 
+def reference_backward(Q, K, V, dO, scale=None):
+    """The analytic gradients of softmax(scale Q K^T) V for the upstream dO, in float64 NumPy:
+    dV = P^T dO, dP = dO V^T, D = rowsum(dO * O), dS = P * (dP - D), dQ = scale dS K,
+    dK = scale dS^T Q."""
+    scale = 1 / np.sqrt(Q.shape[1]) if scale is None else scale
+    S = scale * (Q @ K.T)
+    P = np.exp(S - S.max(axis=1, keepdims=True))
+    P /= P.sum(axis=1, keepdims=True)
+    O = P @ V
+    dP = dO @ V.T
+    dS = P * (dP - (dO * O).sum(axis=1, keepdims=True))
+    return scale * dS @ K, scale * dS.T @ Q, P.T @ dO
+
+
 def relative_error(x, y):
     return float(np.abs(x - y).max() / np.abs(y).max())
 

@@ -12,7 +12,8 @@ from typing import ClassVar
 
 from ..memory import IOCount, SlowArray, TwoLevelMemory
 
-__all__ = ["Algorithm", "Plan", "REGISTRY", "register", "get", "ceil_div"]
+__all__ = ["Algorithm", "BACKWARD", "BackwardAlgorithm", "Plan", "REGISTRY", "ceil_div", "get",
+           "register", "register_backward"]
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -86,7 +87,20 @@ class Algorithm:
         return "its block-size rule does not fit below that"
 
 
+class BackwardAlgorithm(Algorithm):
+    """Base class of the registered backward passes: the same rules, plans and exact costs as a
+    forward algorithm, with the gradient's inputs and outputs in :meth:`simulate`."""
+
+    def simulate(self, mem: TwoLevelMemory, Q: SlowArray, K: SlowArray, V: SlowArray,
+                 O: SlowArray, dO: SlowArray, L: SlowArray, dQ: SlowArray, dK: SlowArray,
+                 dV: SlowArray, plan: Plan, scale: float) -> None:
+        """Compute ``dQ, dK, dV`` from ``Q, K, V``, the forward's ``O`` and row log-sum-exp
+        ``L`` (``L_i = log sum_j exp(scale q_i . k_j)``) and ``dO``, all in slow memory."""
+        raise NotImplementedError
+
+
 REGISTRY: dict[str, Algorithm] = {}
+BACKWARD: dict[str, BackwardAlgorithm] = {}
 
 
 def register(cls: type[Algorithm]) -> type[Algorithm]:
@@ -95,10 +109,19 @@ def register(cls: type[Algorithm]) -> type[Algorithm]:
     return cls
 
 
-def get(name: str) -> Algorithm:
-    """The registered algorithm called ``name``; a clear error listing the known names if none."""
+def register_backward(cls: type[BackwardAlgorithm]) -> type[BackwardAlgorithm]:
+    """Class decorator: add one instance of ``cls`` to :data:`BACKWARD` under ``cls.name``."""
+    BACKWARD[cls.name] = cls()
+    return cls
+
+
+def get(name: str, backward: bool = False) -> Algorithm:
+    """The registered algorithm called ``name`` (its backward pass with ``backward=True``); a
+    clear error listing the known names if there is none."""
+    table = BACKWARD if backward else REGISTRY
     try:
-        return REGISTRY[name]
+        return table[name]
     except (KeyError, TypeError):
-        known = ", ".join(sorted(REGISTRY))
-        raise ValueError(f"unknown algorithm {name!r}; known algorithms: {known}") from None
+        known = ", ".join(sorted(table)) or "none yet"
+        what = "backward pass" if backward else "algorithm"
+        raise ValueError(f"unknown {what} {name!r}; known {what}s: {known}") from None

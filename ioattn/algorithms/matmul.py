@@ -174,6 +174,7 @@ def tiled_product(
     C: SlowArray,
     plan: MatmulPlan,
     *,
+    transpose_A: bool = False,
     transpose_B: bool = False,
     row_start: Callable | None = None,
     prepare: Callable | None = None,
@@ -186,7 +187,9 @@ def tiled_product(
     statistics) and returns it; ``prepare(a, state, first)`` may transform each strip of ``A`` in
     the cache (``first`` is true in the first tile of the row block); ``finish(acc, state)``
     transforms the finished tile before it is written; ``row_end(state, i0, i1)`` stores and frees
-    the state. With ``transpose_B``, ``B`` is stored as ``(n, k)``: strips are read from its rows.
+    the state. With ``transpose_B``, ``B`` is stored as ``(n, k)``: strips are read from its rows;
+    with ``transpose_A``, ``A`` is stored as ``(k, m)``: strips are read from its rows and used
+    transposed in the cache (a view, no copy). The I/O is the same either way.
     """
     m, k, n = plan.m, plan.k, plan.n
     for i0 in range(0, m, plan.b_r):
@@ -197,7 +200,11 @@ def tiled_product(
             acc = mem.allocate((i1 - i0, j1 - j0), "C tile")
             for l0 in range(0, k, plan.L):
                 l1 = min(l0 + plan.L, k)
-                a = mem.read(A, slice(i0, i1), slice(l0, l1))
+                if transpose_A:
+                    a_buf = mem.read(A, slice(l0, l1), slice(i0, i1))
+                    a = a_buf.T
+                else:
+                    a = a_buf = mem.read(A, slice(i0, i1), slice(l0, l1))
                 if prepare:
                     prepare(a, state, j0 == 0)
                 if transpose_B:
@@ -206,7 +213,7 @@ def tiled_product(
                 else:
                     b = mem.read(B, slice(l0, l1), slice(j0, j1))
                     acc += a @ b
-                mem.free(a, b)
+                mem.free(a_buf, b)
             if finish:
                 finish(acc, state)
             mem.write(C, acc, slice(i0, i1), slice(j0, j1))
