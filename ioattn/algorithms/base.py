@@ -123,5 +123,6 @@ def get(name: str, backward: bool = False) -> Algorithm:
         return table[name]
     except (KeyError, TypeError):
         known = ", ".join(sorted(table)) or "none yet"
-        what = "backward pass" if backward else "algorithm"
-        raise ValueError(f"unknown {what} {name!r}; known {what}s: {known}") from None
+        what, plural = ("backward pass", "backward passes") if backward else ("algorithm",
+                                                                              "algorithms")
+        raise ValueError(f"unknown {what} {name!r}; known {plural}: {known}") from None
