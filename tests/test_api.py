@@ -89,3 +89,15 @@ def test_result_carries_the_plan_and_optional_trace():
     r = ioattn.run("square_tiling", Q, K, V, 64)
     assert r.plan == ioattn.plan("square_tiling", 8, 4, 64) and r.trace is None
     assert ioattn.run("square_tiling", Q, K, V, 64, trace=True).trace
+
+
+def test_backward_registry_and_names():
+    assert ioattn.algorithms(backward=True) == ["flash", "square_tiling", "standard"]
+    with pytest.raises(ValueError, match="unknown backward pass 'flsh'; known backward passes: "
+                                         "flash, square_tiling, standard"):
+        ioattn.io_cost("flsh", 8, 4, 100, backward=True)
+    dO = random_qkv(8, 4, seed=9)[0]
+    r = ioattn.run_backward("flash", Q, K, V, dO, 100)
+    assert len(r.output) == 3 and r.io == ioattn.io_cost("flash", 8, 4, 100, backward=True)
+    O, L = ioattn.saved_for_backward(Q, K, V)
+    assert ioattn.run_backward("flash", Q, K, V, dO, 100, O=O, L=L).io == r.io

@@ -1,6 +1,14 @@
 """Instrumented reference algorithms, one module per family, registered by name."""
 
-from . import flash, square_tiling, standard  # noqa: F401  (registration)
+# importing a module registers its algorithm
+from . import (  # noqa: F401
+    backward_flash,
+    backward_square_tiling,
+    backward_standard,
+    flash,
+    square_tiling,
+    standard,
+)
 from .base import BACKWARD, REGISTRY, Algorithm, BackwardAlgorithm, Plan, get
 from .matmul import matmul_cost, plan_matmul, run_matmul
 

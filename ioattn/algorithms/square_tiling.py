@@ -53,6 +53,14 @@ from .matmul import MatmulPlan, best_tile, products_io, strip_width, tiled_produ
 SCHEDULES = ("blocked", "outer")
 
 
+def check_schedule(schedule) -> None:
+    """A clear error unless ``schedule`` is one of :data:`SCHEDULES`."""
+    if schedule not in SCHEDULES:
+        raise ValueError(
+            f"square_tiling schedule must be one of {', '.join(SCHEDULES)}; got {schedule!r}"
+        )
+
+
 @dataclass(frozen=True)
 class SquareTilingPlan(Plan):
     """The two tiled products: ``phase1`` is ``Q K^T``, ``(N, d) @ (d, N)``; ``phase2`` is
@@ -77,10 +85,7 @@ class SquareTiling(Algorithm):
     options = {"schedule": "blocked"}
 
     def min_M(self, d, schedule="blocked"):
-        if schedule not in SCHEDULES:
-            raise ValueError(
-                f"square_tiling schedule must be one of {', '.join(SCHEDULES)}; got {schedule!r}"
-            )
+        check_schedule(schedule)
         return 5
 
     def describe_rule(self, d, schedule="blocked"):

@@ -1,0 +1,168 @@
+"""The FlashAttention backward pass: tiled gradients from the saved row log-sum-exp, FA2 order.
+
+The schedule is Algorithm 2 of [FA2]_ (the backward of [FA]_, Algorithm 4, with the statistics
+``m, l`` folded into ``L = m + log l`` and ``D = rowsum(dO o O)`` computed first). ``tau`` is the
+softmax scale; ``Q, K, V, O, dO`` (``N x d``) and ``L`` (``N``) start in slow memory.
+
+1. Preprocess, ``B_r`` rows at a time: read ``dO_i`` and ``O_i``, compute ``D_i = rowsum(dO_i o
+   O_i)`` and write it to a slow array ``D`` of ``N`` entries.
+2. Outer loop over blocks ``K_j, V_j`` of ``B_c`` rows: read them, scale ``K_j`` by ``tau`` in
+   place, start ``dK_j = dV_j = 0`` in the cache. Inner loop over blocks of ``B_r`` query rows:
+   read ``Q_i, L_i``; ``P = exp(Q_i K_j^T - L_i)`` (in place on the score block); read ``dO_i``,
+   ``dV_j += P^T dO_i``; read ``D_i``, ``dP = dO_i V_j^T`` into a second block, ``dS = P o (dP -
+   D_i)`` in place on it; read ``dQ_i``, ``dQ_i += dS K_j``, write ``dQ_i`` back; ``dK_j += dS^T
+   Q_i``. After the inner loop ``dK_j`` is scaled by ``tau`` and ``dK_j``, ``dV_j`` are written.
+
+``dQ`` is not zeroed in slow memory first: in the first ``K/V`` block (``j = 0``) ``dQ_i`` starts
+as a zero buffer in the cache instead of being read, so ``dQ`` is read ``T_c - 1`` times and
+written ``T_c`` times (zeroing it first would add ``N d`` writes and ``N d`` reads).
+
+The inner step holds ``K_j, V_j, dK_j, dV_j`` (``B_c d`` each), ``Q_i, dO_i, dQ_i`` (``B_r d``
+each), ``L_i, D_i`` (``B_r`` each) and the blocks ``P`` and ``dP``/``dS`` (``B_r B_c`` each), which
+must coexist (``dS`` needs ``P``); the preprocess holds ``2 B_r d + B_r``, less. With
+``r = min(B_r, N)`` and ``c = min(B_c, N)``::
+
+    footprint = 4 c d + 3 r d + 2 r + 2 r c <= M.
+
+Only the number of ``K/V`` blocks ``T_c = ceil(N / B_c)`` moves data (``Q, dO, L, D, dQ`` stream
+past once per ``K/V`` block), so the rule takes the largest ``B_c`` that leaves room for ``B_r =
+1``, evens it out to ``ceil(N / T_c)`` for the same ``T_c`` (the room it frees goes to ``B_r``),
+then the largest ``B_r`` that fits, capped at ``N``::
+
+    B_c = floor((M - 3d - 2) / (4d + 2)),  B_c <- ceil(N / ceil(N / B_c)),
+    B_r = min(N, floor((M - 4 B_c d) / (3d + 2 + 2 B_c))).
+
+Smallest cache: the footprint grows with ``B_r`` and ``B_c``, so no block of this schedule fits
+below its value at ``B_r = B_c = 1``, ``7d + 4``; the rule's ``B_c`` is at least 1 exactly when
+``M >= 7d + 4``, for that ``M`` and every larger one, and evening out only lowers ``B_c``, so
+``B_r >= 1`` follows. Hence ``min_M = 7d + 4`` (for every ``N``: at ``N = 1`` the footprint is
+``7d + 4`` too). The exact I/O, with ``T_c = ceil(N / B_c)``::
+
+    reads  = 2 N d  (O, dO for D)  +  2 N d  (K, V)  +  T_c N (2d + 2)  (Q, dO, L, D)
+             + (T_c - 1) N d  (dQ)                     =  3 N d + T_c N (3d + 2),
+    writes = N  (D)  +  T_c N d  (dQ)  +  2 N d  (dK, dV)  =  N + 2 N d + T_c N d,
+    peak   = footprint.
+
+With ``B_c ~ M / 4d`` this is ``Theta(N^2 d^2 / M)`` entries, as Theorem 5 of [FA]_ states for
+the backward pass. Producing ``O`` and ``L`` is the forward's work and is not counted.
+
+``block=(B_r, B_c)`` fixes the blocks instead (the preprocess uses ``B_r`` rows as well); the
+least ``M`` is then the unclipped footprint ``4 B_c d + 3 B_r d + 2 B_r + 2 B_r B_c``.
+
+References
+----------
+.. [FA] T. Dao, D. Y. Fu, S. Ermon, A. Rudra, C. Re, "FlashAttention: fast and memory-efficient
+   exact attention with IO-awareness", NeurIPS 2022, Algorithm 4 and Theorem 5.
+.. [FA2] T. Dao, "FlashAttention-2: faster attention with better parallelism and work
+   partitioning", arXiv:2307.08691, Algorithm 2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..memory import IOCount
+from .base import BackwardAlgorithm, Plan, ceil_div, register_backward
+from .flash import _block
+
+
+@dataclass(frozen=True)
+class FlashBackwardPlan(Plan):
+    """Block sizes of one FlashAttention backward run: ``B_r`` query rows, ``B_c`` key rows."""
+
+    B_r: int
+    B_c: int
+
+    @property
+    def T_c(self) -> int:
+        """Number of ``K/V`` blocks, the passes ``Q, dO, L, D, dQ`` make through the cache."""
+        return ceil_div(self.N, self.B_c)
+
+    @property
+    def footprint(self) -> int:
+        N, d = self.N, self.d
+        r, c = min(self.B_r, N), min(self.B_c, N)
+        return 4 * c * d + 3 * r * d + 2 * r + 2 * r * c
+
+
+@register_backward
+class FlashBackward(BackwardAlgorithm):
+    """FlashAttention backward [FA]_, [FA2]_; see the module docstring for the rule and cost."""
+
+    name = "flash"
+    summary = "FlashAttention backward: K/V blocks outer, Q/dO/dQ streamed, P recomputed from L"
+    options = {"block": None}
+
+    def min_M(self, d, block=None):
+        if block is not None:
+            B_r, B_c = _block(block)
+            return 4 * B_c * d + 3 * B_r * d + 2 * B_r + 2 * B_r * B_c
+        return 7 * d + 4
+
+    def describe_rule(self, d, block=None):
+        if block is not None:
+            return f"the working set of a {block[0]}x{block[1]} block"
+        return "B_c = floor((M - 3d - 2)/(4d + 2)) must be at least 1"
+
+    def make_plan(self, N, d, M, block=None):
+        if block is None:
+            B_c = (M - 3 * d - 2) // (4 * d + 2)
+            B_c = ceil_div(N, ceil_div(N, B_c))          # as many blocks, balanced
+            B_r = min(N, (M - 4 * B_c * d) // (3 * d + 2 + 2 * B_c))
+        else:
+            B_r, B_c = _block(block)
+        return FlashBackwardPlan(N, d, M, B_r, B_c)
+
+    def cost(self, plan: FlashBackwardPlan) -> IOCount:
+        N, d, T_c = plan.N, plan.d, plan.T_c
+        reads = 3 * N * d + T_c * N * (3 * d + 2)
+        writes = N + 2 * N * d + T_c * N * d
+        return IOCount(reads=reads, writes=writes, peak=plan.footprint)
+
+    def simulate(self, mem, Q, K, V, O, dO, L, dQ, dK, dV, plan: FlashBackwardPlan, scale):
+        _fa2_backward(mem, Q, K, V, O, dO, L, dQ, dK, dV, plan, scale)
+
+
+def _fa2_backward(mem, Q, K, V, O, dO, L, dQ, dK, dV, plan, scale):
+    N, d = plan.N, plan.d
+    D = mem.allocate_slow("D", N)
+    for i0 in range(0, N, plan.B_r):                      # 1. D = rowsum(dO o O)
+        rows = slice(i0, min(i0 + plan.B_r, N))
+        dO_i, O_i = mem.read(dO, rows), mem.read(O, rows)
+        D_i = mem.allocate(dO_i.shape[0], "D_i", fill=None)
+        np.einsum("ij,ij->i", dO_i, O_i, out=D_i)
+        mem.write(D, D_i, rows)
+        mem.free(dO_i, O_i, D_i)
+    for j0 in range(0, N, plan.B_c):                      # 2. K/V blocks outer
+        cols = slice(j0, min(j0 + plan.B_c, N))
+        K_j, V_j = mem.read(K, cols), mem.read(V, cols)
+        K_j *= scale                      # fold tau into K_j: S = tau Q_i K_j^T, dQ_i += tau dS K_j
+        c = K_j.shape[0]
+        dK_j = mem.allocate((c, d), "dK_j")
+        dV_j = mem.allocate((c, d), "dV_j")
+        for i0 in range(0, N, plan.B_r):
+            rows = slice(i0, min(i0 + plan.B_r, N))
+            Q_i, L_i = mem.read(Q, rows), mem.read(L, rows)
+            r = Q_i.shape[0]
+            P = mem.allocate((r, c), "P_ij", fill=None)
+            np.matmul(Q_i, K_j.T, out=P)
+            P -= L_i[:, None]
+            np.exp(P, out=P)                                # P_ij, in place
+            dO_i = mem.read(dO, rows)
+            dV_j += P.T @ dO_i
+            D_i = mem.read(D, rows)
+            dS = mem.allocate((r, c), "dP_ij", fill=None)
+            np.matmul(dO_i, V_j.T, out=dS)                  # dP_ij
+            dS -= D_i[:, None]
+            dS *= P                                         # dS_ij, in place
+            dQ_i = mem.read(dQ, rows) if j0 else mem.allocate((r, d), "dQ_i")
+            dQ_i += dS @ K_j
+            mem.write(dQ, dQ_i, rows)
+            dK_j += dS.T @ Q_i                              # tau applied once, below
+            mem.free(Q_i, L_i, P, dO_i, D_i, dS, dQ_i)
+        dK_j *= scale
+        mem.write(dK, dK_j, cols)
+        mem.write(dV, dV_j, cols)
+        mem.free(K_j, V_j, dK_j, dV_j)
