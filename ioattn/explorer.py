@@ -25,6 +25,7 @@ import itertools
 import json
 import math
 
+from ._optional import import_ipywidgets
 from .algorithms import get
 from .api import io_cost
 from .plotting import STYLE
@@ -483,13 +484,7 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
         When ipywidgets is not installed (:func:`static_explorer` needs no kernel and no
         widgets).
     """
-    try:
-        import ipywidgets as widgets
-    except ImportError as err:
-        raise ImportError(
-            "ioattn.explorer.explorer needs ipywidgets: pip install ipywidgets (it comes with "
-            "the book extras, pip install -e '.[book]'); ioattn.explorer.static_explorer gives "
-            "the same picture as plain HTML, with no kernel") from err
+    widgets = import_ipywidgets("ioattn.explorer.explorer", "ioattn.explorer.static_explorer")
     import io
 
     import PIL.Image

@@ -55,15 +55,14 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import isqrt
 
 import numpy as np
 
 from ..memory import IOCount
 from .backward_standard import RowPass, plan_row_pass, row_pass, rowsum_product
 from .base import BackwardAlgorithm, Plan, register_backward
-from .matmul import MatmulPlan, best_tile, products_io, strip_width, tiled_product
-from .square_tiling import check_schedule
+from .matmul import MatmulPlan, products_io, tiled_product
+from .square_tiling import check_schedule, square_tile_plan
 
 __all__ = ["BackwardSquareTiling", "BackwardSquareTilingPlan"]
 
@@ -111,14 +110,8 @@ class BackwardSquareTiling(BackwardAlgorithm):
         return "a 1x1 tile, one entry of each operand and one row statistic must fit"
 
     def make_plan(self, N, d, M, schedule="blocked"):
-        if schedule == "blocked":
-            B = isqrt(M // 4)
-            scores, grads = MatmulPlan(N, d, N, M, B, B, B), MatmulPlan(N, N, d, M, B, B, B)
-            P = dS = scores
-            dV = dQ = dK = grads
-        else:
-            P = dS = _outer(N, d, N, M, 1)
-            dV = dQ = dK = _outer(N, N, d, M, 0)
+        P = dS = square_tile_plan(N, d, N, M, schedule, 1)
+        dV = dQ = dK = square_tile_plan(N, N, d, M, schedule, 0)
         h = min(dS.b_r, (M - dS.b_r * dS.b_c - dS.b_r) // dS.b_c) if dS.b_c else 0
         return BackwardSquareTilingPlan(N, d, M, schedule, P, dS, dV, dQ, dK,
                                         plan_row_pass(N, d, M), h)
@@ -179,8 +172,4 @@ class BackwardSquareTiling(BackwardAlgorithm):
         tiled_product(mem, dS, Q, dK, plan.dK, transpose_A=True, finish=scale_tile)
 
 
-def _outer(m, k, n, M, stats):
-    """The outer-product schedule's plan with ``stats`` entries per tile row reserved."""
-    b_r, b_c = best_tile(m, n, M, extra_per_row=stats)
-    return MatmulPlan(m, k, n, M, b_r, b_c, strip_width(b_r, b_c, M, stats))
 

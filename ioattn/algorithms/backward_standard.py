@@ -53,6 +53,7 @@ import numpy as np
 from ..memory import IOCount
 from .base import BackwardAlgorithm, Plan, ceil_div, register_backward
 from .matmul import MatmulPlan, plan_matmul, products_io, tiled_product
+from .standard import Standard
 
 __all__ = ["BackwardStandard", "BackwardStandardPlan", "RowPass", "plan_row_pass", "row_pass",
            "rowsum_product"]
@@ -151,11 +152,9 @@ class BackwardStandard(BackwardAlgorithm):
     summary = "standard attention backward: P, dP and dS materialised in slow memory"
     options = {}
 
-    def min_M(self, d):
-        return 3
-
-    def describe_rule(self, d):
-        return "a 1x1 product tile with one entry of each operand"
+    # the forward's rule: every product takes plan_matmul's tiles
+    min_M = Standard.min_M
+    describe_rule = Standard.describe_rule
 
     def make_plan(self, N, d, M):
         scores, grads = plan_matmul(N, d, N, M), plan_matmul(N, N, d, M)

@@ -53,6 +53,20 @@ from .matmul import MatmulPlan, best_tile, products_io, strip_width, tiled_produ
 SCHEDULES = ("blocked", "outer")
 
 
+def square_tile_plan(m: int, k: int, n: int, M: int, schedule: str, stats: int) -> MatmulPlan:
+    """The tiles of one ``(m, k) @ (k, n)`` product of square tiling, forward or backward.
+
+    ``"blocked"``: ``B x B`` tiles and strips with ``B = floor(sqrt(M / 4))`` [SY]_;
+    ``"outer"``: :func:`~ioattn.algorithms.matmul.best_tile` with ``stats`` entries per tile row
+    kept for row statistics, and strips as wide as the rest of the cache allows.
+    """
+    if schedule == "blocked":
+        B = isqrt(M // 4)
+        return MatmulPlan(m, k, n, M, B, B, B)
+    b_r, b_c = best_tile(m, n, M, extra_per_row=stats)
+    return MatmulPlan(m, k, n, M, b_r, b_c, strip_width(b_r, b_c, M, stats))
+
+
 def check_schedule(schedule) -> None:
     """A clear error unless ``schedule`` is one of :data:`SCHEDULES`."""
     if schedule not in SCHEDULES:
@@ -94,15 +108,8 @@ class SquareTiling(Algorithm):
         return "a 1x1 tile, one entry of each operand and two row statistics must fit"
 
     def make_plan(self, N, d, M, schedule="blocked"):
-        if schedule == "blocked":
-            B = isqrt(M // 4)
-            return SquareTilingPlan(N, d, M, schedule, MatmulPlan(N, d, N, M, B, B, B),
-                                    MatmulPlan(N, N, d, M, B, B, B))
-        phases = []
-        for (m, k, n), stats in (((N, d, N), 1), ((N, N, d), 2)):
-            b_r, b_c = best_tile(m, n, M, extra_per_row=stats)
-            phases.append(MatmulPlan(m, k, n, M, b_r, b_c, strip_width(b_r, b_c, M, stats)))
-        return SquareTilingPlan(N, d, M, schedule, *phases)
+        return SquareTilingPlan(N, d, M, schedule, square_tile_plan(N, d, N, M, schedule, 1),
+                                square_tile_plan(N, N, d, M, schedule, 2))
 
     def cost(self, plan: SquareTilingPlan) -> IOCount:
         reads, writes = products_io(plan.phase1, plan.phase2)

@@ -25,6 +25,7 @@ import json
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from .._optional import import_ipywidgets
 from .game import PebbleGame
 from .graph import Graph
 
@@ -563,13 +564,7 @@ def stepper(graph: Graph, M: int, moves, *, interval: int = 400, dpi: int = 90):
         When ipywidgets is not installed (:func:`static_stepper` needs no kernel and no
         widgets).
     """
-    try:
-        import ipywidgets as widgets
-    except ImportError as err:
-        raise ImportError(
-            "ioattn.pebble.view.stepper needs ipywidgets: pip install ipywidgets (it comes with "
-            "the book extras, pip install -e '.[book]'); ioattn.pebble.view.static_stepper "
-            "gives the same stepper as plain HTML, with no kernel") from err
+    widgets = import_ipywidgets("ioattn.pebble.view.stepper", "ioattn.pebble.view.static_stepper")
     import io
 
     from IPython.display import Image, display
