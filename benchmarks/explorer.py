@@ -1,6 +1,6 @@
 """How fast the crossover explorer responds. Prints a table.
 
-- one live slider move of :func:`ioattn.explorer.explorer` at N = 4096, d = 64 (the exact counts
+- one live slider move of :func:`ioattn.widgets.explorer` at N = 4096, d = 64 (the exact counts
   at the new M, the marker moved and the figure redrawn to PNG), median over many moves (the
   target is under 100 ms);
 - a change of d in the live widget (a new sweep, cached afterwards);
@@ -17,7 +17,8 @@ import statistics
 import sys
 import time
 
-from ioattn.explorer import explorer, static_explorer
+from ioattn.explorer import static_explorer
+from ioattn.widgets import explorer
 
 
 def timed(f, repeat):

@@ -23,6 +23,16 @@ from .memory import CacheOverflowError, IOCount, SlowArray, Transfer, TwoLevelMe
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name):
+    # The submodules that need matplotlib or ipywidgets load on first use:
+    # ``ioattn.widgets.explorer()`` works after a plain ``import ioattn``.
+    if name in ("explorer", "pebble", "plotting", "sweep", "widgets"):
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 __all__ = [
     "BackwardResult", "CacheOverflowError", "IOCount", "RunResult", "SlowArray", "Transfer",
     "TwoLevelMemory", "algorithms", "bounds", "io_cost", "matmul_cost", "plan", "plan_matmul",

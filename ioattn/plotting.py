@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .sweep import Sweep
 
-__all__ = ["plot_sweep", "STYLE"]
+__all__ = ["plot_sweep", "STYLE", "TITLES"]
 
 #: Colour and marker of each algorithm, shared by every figure.
 STYLE = {
@@ -13,6 +13,10 @@ STYLE = {
     "square_tiling": dict(color="#d62728", marker="s"),
     "standard": dict(color="#7f7f7f", marker="^"),
 }
+
+#: How the prose and the readouts name each algorithm.
+TITLES = {"flash": "FlashAttention", "square_tiling": "square tiling",
+          "standard": "standard attention"}
 
 
 def plot_sweep(s: Sweep, ax=None):

@@ -13,12 +13,12 @@ from ioattn.explorer import (
     DEFAULT_OPTIONS,
     curves,
     default_Ms,
-    explorer,
     m_label,
     readout,
     static_explorer,
 )
 from ioattn.sweep import sweep
+from ioattn.widgets import explorer
 
 NAMES = ["flash", "square_tiling", "standard"]
 
@@ -26,7 +26,7 @@ NAMES = ["flash", "square_tiling", "standard"]
 def test_default_Ms():
     for d in (16, 64, 256):
         Ms = default_Ms(d)
-        assert Ms[0] == 16 and Ms[-1] == 64 * d * d and len(Ms) == 32
+        assert Ms[0] == max(16, d * d // 16) and Ms[-1] == 64 * d * d and len(Ms) == 32
         assert Ms == sorted(set(Ms))
 
 
@@ -163,8 +163,8 @@ def _run_node(page, steps):
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 def test_static_explorer_script_runs(page):
     """Under node with a stub DOM: the script's readout is :func:`readout` at every point, the
-    M slider from smallest to largest turns the cheapest from square tiling or standard into
-    flash, and the d slider switches the picture."""
+    M slider from smallest to largest turns the cheapest from square tiling into FlashAttention,
+    and the d slider switches the picture."""
     data = _embedded(page)
     steps = [["M", 0], ["M", 31], ["d", 3], ["M", 0], ["M", 99], ["d", 0]] + \
         [["M", k] for k in range(32)]
@@ -178,9 +178,9 @@ def test_static_explorer_script_runs(page):
         assert shot["frames"] == ["inline" if j == shot["d"] else "none" for j in range(4)]
     small, large = seen[1], seen[2]
     assert (small["d"], small["k"], large["k"]) == (1, 0, 31)
-    assert re.search(r"cheapest (square_tiling|standard)\.", small["text"])
-    assert "cheapest flash." in large["text"]
-    assert small["markers"]["flash"]["visibility"] == "hidden"      # flash cannot run at M = 16
+    assert "cheapest square tiling." in small["text"]
+    assert "cheapest FlashAttention." in large["text"]
+    assert small["markers"]["flash"]["visibility"] == "hidden"      # flash cannot run at M = 256
     assert large["markers"]["flash"]["visibility"] == "visible"
     assert float(large["now"]) > float(small["now"])
     assert float(large["markers"]["flash"]["cy"]) > float(small["markers"]["standard"]["cy"])
@@ -190,9 +190,10 @@ def test_static_explorer_script_runs(page):
     assert f'class="ioe-lower" points="{seen[0]["lower"]}"' in page
     # d = 256, then M past the end is clamped
     assert seen[3]["d"] == 3 and seen[3]["curves"] != seen[2]["curves"]
-    assert seen[5]["k"] == 31 and "cheapest flash." in seen[5]["text"]
+    assert seen[5]["k"] == 31 and "cheapest FlashAttention." in seen[5]["text"]
     cheapest = [s["text"].split("cheapest ")[1].split(".")[0] for s in seen[7:]]
-    assert cheapest == data["curves"][0]["cheapest"]
+    c = data["curves"][0]
+    assert cheapest == [c["titles"][n] for n in c["cheapest"]]
 
 
 # ---------------------------------------------------------------------------------- widget

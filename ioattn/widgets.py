@@ -1,0 +1,285 @@
+"""Live widgets for a notebook with a kernel (ipywidgets).
+
+- :func:`explorer`: the crossover explorer. The same picture as
+  :func:`ioattn.explorer.static_explorer` (exact I/O of each algorithm against the cache size
+  ``M``, the lower bound, ``M = d^2``), with sliders for ``N``, ``d`` and ``log2 M``, a checkbox
+  per algorithm, a readout naming the cheapest algorithm, and a "simulate" button that runs the
+  algorithms through the memory model and checks the counts against :func:`ioattn.io_cost`.
+- :func:`stepper`: a red-blue pebble game replayed move by move
+  (:func:`ioattn.pebble.view.stepper`).
+
+Both need ipywidgets (the ``book`` extra); without it they raise an ``ImportError`` saying what
+to install. On a static page, :func:`ioattn.explorer.static_explorer` and
+:func:`ioattn.pebble.view.static_stepper` draw the same pictures with no kernel.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+from ._optional import import_ipywidgets
+from .algorithms import get
+from .api import io_cost
+from .explorer import DEFAULT_NAMES, DEFAULT_OPTIONS, OTHER_COLOUR, curves, m_label
+from .pebble.view import stepper
+from .plotting import STYLE, TITLES
+
+__all__ = ["explorer", "stepper"]
+
+
+def _simulate(names, N, d, M, options, seed=0):
+    """Run each of ``names`` at ``(N, d, M)`` on random data; ``{name: (io, io_cost) or None}``."""
+    import numpy as np
+
+    from .api import run
+
+    rng = np.random.default_rng(seed)
+    Q, K, V = (rng.standard_normal((N, d)) for _ in range(3))
+    out = {}
+    for n in names:
+        opts = options.get(n, {})
+        algo = get(n)
+        if M < algo.min_M(d, **{**algo.options, **opts}):
+            out[n] = None
+            continue
+        out[n] = (run(n, Q, K, V, M, **opts).io, io_cost(n, N, d, M, **opts))
+    return out
+
+
+def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None, *,
+             options=None, N_sim_max: int = 256, dpi: int = 80):
+    """The crossover explorer as an ipywidgets widget, for a notebook with a live kernel.
+
+    Sliders for ``N`` (powers of two from 256 to 65536), ``d`` (powers of two from 16 to 256)
+    and ``log2 M``; a checkbox per algorithm; a matplotlib log-log plot (rendered to PNG by the
+    Agg backend into an ``ipywidgets.Image``, so no ipympl is needed) of exact I/O against ``M``
+    for the checked algorithms with the lower bound, a line at ``M = d^2`` and a marker on each
+    curve at the current ``M``; a readout (each exact count, the cheapest). The curves come from
+    :func:`curves` (cached per ``(N, d)``); moving ``M`` only moves the markers, and the figure is
+    kept and its lines updated, never recreated.
+
+    A "simulate" button runs :func:`ioattn.run` on random data at ``(N_sim, d, M)`` with
+    ``N_sim = min(N, N_sim_max)`` (the simulation moves every entry in Python: at ``N = 4096`` it
+    can take minutes) for every checked algorithm, and reports whether each counted ``io``
+    equals :func:`ioattn.io_cost` at that size.
+
+    Parameters
+    ----------
+    N, d : int
+        The initial sizes.
+    log2_M : float, optional
+        The initial ``log2 M``; ``log2 d^2`` by default.
+    names : list of str, optional
+        The algorithms checked at first (every one of :data:`DEFAULT_NAMES` by default).
+    options : dict, optional
+        Algorithm name -> options; :data:`DEFAULT_OPTIONS` by default.
+    N_sim_max : int, optional
+        The largest ``N`` the "simulate" button runs.
+    dpi : int, optional
+        Resolution of the picture.
+
+    Returns
+    -------
+    ipywidgets.VBox
+        The widget, with extra attributes: ``update(N=None, d=None, log2_M=None, names=None)``
+        (set any of them and redraw once; returns the readout text), ``simulate()`` (what the
+        button does; returns its report), ``controls`` (a dict of the sliders, checkboxes and
+        button), ``readout`` and ``sim_readout`` (``HTML`` widgets), ``image`` (the ``Image``),
+        ``figure``, ``lines`` and ``markers`` (name -> matplotlib ``Line2D``; the lower bound is
+        ``lines["lower"]``) and ``state`` (the current ``N``, ``d``, ``M``, totals, cheapest).
+
+    Raises
+    ------
+    ImportError
+        When ipywidgets is not installed (:func:`static_explorer` needs no kernel and no
+        widgets).
+    """
+    widgets = import_ipywidgets("ioattn.widgets.explorer", "ioattn.explorer.static_explorer")
+    import io
+
+    import PIL.Image
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from . import bounds
+
+    all_names = list(DEFAULT_NAMES)
+    checked = set(names or all_names)
+    options = DEFAULT_OPTIONS if options is None else options
+    Ns = sorted({1 << k for k in range(8, 17)} | {int(N)})
+    ds = sorted({1 << k for k in range(4, 9)} | {int(d)})
+    cache: dict = {}
+
+    def data_for(n_, d_):
+        if (n_, d_) not in cache:
+            cache[(n_, d_)] = curves(n_, d_, names=all_names, options=options)
+        return cache[(n_, d_)]
+
+    def m_max(d_):
+        return math.log2(64 * d_ * d_)
+
+    start = math.log2(d * d) if log2_M is None else float(log2_M)
+    sN = widgets.SelectionSlider(options=Ns, value=int(N), description="N",
+                                 continuous_update=False)
+    sd = widgets.SelectionSlider(options=ds, value=int(d), description="d",
+                                 continuous_update=False)
+    sM = widgets.FloatSlider(value=min(max(start, 4.0), m_max(d)), min=4.0, max=m_max(d),
+                             step=0.05, description="log2 M", readout_format=".2f",
+                             continuous_update=True)
+    boxes = {n: widgets.Checkbox(value=n in checked, description=data_for(N, d)["labels"][n],
+                                 indent=False) for n in all_names}
+    button = widgets.Button(description="simulate", tooltip="run the checked algorithms on "
+                            f"random data at N = min(N, {N_sim_max}) and compare with io_cost")
+    text = widgets.HTML()
+    sim_text = widgets.HTML()
+    image = widgets.Image(format="png")
+
+    fig = Figure(figsize=(7.5, 4.6), dpi=dpi, layout="constrained")
+    canvas = FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.set(xscale="log", yscale="log", xlabel="cache size M (entries)",
+           ylabel="I/O (entries read + written)")
+    lines, markers = {}, {}
+    for n in all_names:
+        colour = STYLE.get(n, {}).get("color", OTHER_COLOUR)
+        (lines[n],) = ax.plot([1], [1], color=colour, lw=1.8, label=boxes[n].description)
+        (markers[n],) = ax.plot([1], [1], "o", color=colour, ms=8, mec="white", mew=1.2,
+                                animated=True)
+    (lines["lower"],) = ax.plot([1], [1], "k--", lw=1, label="lower bound (standard matmul)")
+    d2_line = ax.axvline(1, color="k", lw=0.8, alpha=0.6)
+    d2_text = ax.annotate("", (1, 1), xycoords=("data", "axes fraction"), xytext=(4, -14),
+                          textcoords="offset points")
+    now_line = ax.axvline(1, color="#f2a900", lw=1.5, animated=True)
+    ax.legend(fontsize="small", loc="lower left")
+    state: dict = {}
+    busy = [False]
+
+    def redraw():
+        n_, d_ = sN.value, sd.value
+        c = data_for(n_, d_)
+        M = max(1, round(2 ** sM.value))
+        shown = [n for n in all_names if boxes[n].value]
+        totals = {}
+        for n in all_names:
+            algo, opts = get(n), options.get(n, {})
+            ok = M >= algo.min_M(d_, **{**algo.options, **opts})
+            totals[n] = io_cost(n, n_, d_, M, **opts).total if ok else None
+        lower = bounds.lower_bound(n_, d_, M)
+        runnable = [(totals[n], n) for n in sorted(shown) if totals[n] is not None]
+        best = min(runnable)[1] if runnable else None
+        full = state.get("key") != (n_, d_) or state.get("shown") != shown
+        if state.get("key") != (n_, d_):
+            for n in all_names:
+                pts = [(m, t) for m, t in zip(c["Ms"], c["totals"][n]) if t is not None]
+                lines[n].set_data(*zip(*pts)) if pts else lines[n].set_data([], [])
+            lines["lower"].set_data(c["Ms"], c["lower"])
+            d2_line.set_xdata([d_ * d_, d_ * d_])
+            d2_text.xy = (d_ * d_, 1)
+            d2_text.set_text(f"M = d² = {d_ * d_:,}")
+            ys = [t for n in all_names for t in c["totals"][n] if t is not None] + c["lower"]
+            ax.set_xlim(c["Ms"][0] / 1.2, c["Ms"][-1] * 1.2)
+            ax.set_ylim(min(ys) / 1.5, max(ys) * 1.5)
+            ax.set_title(f"Exact I/O of attention, N = {n_:,}, d = {d_}")
+        for n in all_names:
+            lines[n].set_visible(n in shown)
+            t = totals[n]
+            markers[n].set_visible(n in shown and t is not None)
+            markers[n].set_data([M], [t if t is not None else 1])
+        now_line.set_xdata([M, M])
+        state.update(key=(n_, d_), N=n_, d=d_, M=M, totals=totals, lower=lower, cheapest=best,
+                     shown=shown)
+        # Blitting: the curves, axes and legend are drawn (with the layout) only when N, d or
+        # the checked algorithms change; a move of M restores that background and draws the
+        # line at M and the markers (the "animated" artists) on it.
+        if full or "background" not in state:
+            canvas.draw()
+            state["background"] = canvas.copy_from_bbox(fig.bbox)
+        else:
+            canvas.restore_region(state["background"])
+        ax.draw_artist(now_line)
+        for n in all_names:
+            ax.draw_artist(markers[n])
+        buf = io.BytesIO()
+        rgba = canvas.buffer_rgba()
+        PIL.Image.frombuffer("RGBA", (rgba.shape[1], rgba.shape[0]), rgba, "raw", "RGBA", 0,
+                             1).save(buf, format="png", compress_level=1)
+        image.value = buf.getvalue()
+        rows = "".join(
+            f"<tr><td>{'<b>' if n == best else ''}{html.escape(boxes[n].description)}"
+            f"{'</b>' if n == best else ''}</td><td style='text-align:right'>"
+            + (f"{totals[n]:,}" if totals[n] is not None else "cannot run at this M")
+            + "</td></tr>" for n in shown)
+        text.value = (
+            f"<div style='font-family:monospace'>N = {n_:,}, d = {d_}, "
+            f"{html.escape(m_label(M, d_))}<br>cheapest: <b>{TITLES.get(best, best) if best else 'none'}</b>"
+            f"<table>{rows}<tr><td>lower bound (standard matmul)</td>"
+            f"<td style='text-align:right'>{lower:,}</td></tr></table></div>")
+        return text.value
+
+    def update(N=None, d=None, log2_M=None, names=None):
+        """Set any of ``N``, ``d``, ``log2_M``, ``names`` (the checked algorithms) and redraw
+        once; returns the readout HTML."""
+        busy[0] = True
+        try:
+            if N is not None:
+                sN.value = int(N)
+            if d is not None:
+                sd.value = int(d)
+                sM.max = m_max(sd.value)
+            if log2_M is not None:
+                sM.value = min(max(float(log2_M), sM.min), sM.max)
+            if names is not None:
+                for n in all_names:
+                    boxes[n].value = n in names
+        finally:
+            busy[0] = False
+        return redraw()
+
+    def on_change(change):
+        if busy[0]:
+            return
+        if change["owner"] is sd:
+            busy[0] = True
+            try:
+                sM.max = m_max(sd.value)
+            finally:
+                busy[0] = False
+        redraw()
+
+    def simulate(_=None):
+        """Run the checked algorithms at ``N_sim = min(N, N_sim_max)`` and report agreement."""
+        n_sim = min(sN.value, N_sim_max)
+        d_, M = sd.value, max(1, round(2 ** sM.value))
+        shown = [n for n in all_names if boxes[n].value]
+        sim_text.value = f"<i>simulating at N = {n_sim} ...</i>"
+        got = _simulate(shown, n_sim, d_, M, options)
+        ran = {n: v for n, v in got.items() if v is not None}
+        agree = all(io == cost for io, cost in ran.values())
+        rows = "".join(
+            f"<tr><td>{html.escape(boxes[n].description)}</td><td style='text-align:right'>"
+            + (f"{v[0].total:,}</td><td>{'=' if v[0] == v[1] else '≠'} io_cost "
+               f"{v[1].total:,}" if v is not None else "cannot run at this M</td><td>")
+            + "</td></tr>" for n, v in got.items())
+        note = (f" (N = {sN.value:,} would take long: simulated at N = {n_sim})"
+                if n_sim < sN.value else "")
+        sim_text.value = (
+            f"<div style='font-family:monospace'>simulated ioattn.run on random data at "
+            f"N = {n_sim}, d = {d_}, M = {M:,}{html.escape(note)}<table>{rows}</table>"
+            f"counts agree: <b>{'yes' if ran and agree else 'no' if ran else 'nothing ran'}"
+            "</b></div>")
+        return sim_text.value
+
+    for w in (sN, sd, sM, *boxes.values()):
+        w.observe(on_change, names="value")
+    button.on_click(simulate)
+    redraw()
+    box = widgets.VBox([
+        widgets.HBox([sN, sd]), sM, widgets.HBox(list(boxes.values())), image, text,
+        widgets.HBox([button]), sim_text,
+    ])
+    box.update, box.simulate = update, simulate
+    box.controls = {"N": sN, "d": sd, "log2_M": sM, "simulate": button, **boxes}
+    box.readout, box.sim_readout, box.image = text, sim_text, image
+    box.figure, box.lines, box.markers, box.state = fig, lines, markers, state
+    return box
