@@ -210,9 +210,10 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
             f"{'</b>' if n == best else ''}</td><td style='text-align:right'>"
             + (f"{totals[n]:,}" if totals[n] is not None else "cannot run at this M")
             + "</td></tr>" for n in shown)
+        title = TITLES.get(best, best) if best else "none"
         text.value = (
             f"<div style='font-family:monospace'>N = {n_:,}, d = {d_}, "
-            f"{html.escape(m_label(M, d_))}<br>cheapest: <b>{TITLES.get(best, best) if best else 'none'}</b>"
+            f"{html.escape(m_label(M, d_))}<br>cheapest: <b>{title}</b>"
             f"<table>{rows}<tr><td>lower bound (standard matmul)</td>"
             f"<td style='text-align:right'>{lower:,}</td></tr></table></div>")
         return text.value
