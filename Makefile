@@ -1,11 +1,14 @@
 # `make test` and `make book` do all the set-up themselves: a virtual environment in .venv with
-# the package and its extras installed (see README.md).
+# the package and its extras installed (see README.md), and, for the browser tests, Debian's
+# chromium when it is missing.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# Playwright drives the system's chromium; it must never download a browser of its own.
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
-.PHONY: test book bench clean
+.PHONY: test book notebooks chromium bench clean
 
 $(STAMP): pyproject.toml requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -13,10 +16,22 @@ $(STAMP): pyproject.toml requirements.txt
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	touch $(STAMP)
 
-test: $(STAMP)
+# The browser tests need chromium: install Debian's package when there is none.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "chromium is missing: installing Debian's package"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+test: $(STAMP) chromium
 	$(BIN)/python -m pytest
 
-book: $(STAMP)
+# The chapters' runnable notebooks (book/<chapter>.ipynb, for Colab and Binder) follow the
+# chapters; then the book is built, executing every page (cached in _build/.jupyter_cache).
+notebooks: $(STAMP)
+	$(BIN)/python book/_ext/notebooks.py
+
+book: notebooks
 	$(BIN)/jupyter-book build . --path-output . --warningiserror --nitpick --keep-going
 	@echo "The book is in _build/html/index.html"
 

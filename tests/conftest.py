@@ -1,4 +1,10 @@
-"""Shared helpers: the plain NumPy reference and random inputs."""
+"""Shared helpers: the plain NumPy reference, random inputs, and one build of the book."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -62,3 +68,35 @@ def random_qkv(N, d, seed=0, magnitude=1.0):
 @pytest.fixture(params=VARIANTS, ids=VARIANT_IDS)
 def variant(request):
     return request.param
+
+
+# ------------------------------------------------------------------------------------ the book
+ROOT = Path(__file__).resolve().parents[1]
+#: The Makefile's `book` flags: warnings are errors, references are checked.
+BOOK_FLAGS = ["--warningiserror", "--nitpick", "--keep-going"]
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory) -> Path:
+    """One build of the whole book, from the repository, into a temporary folder (cold: no
+    execution cache); the folder of its HTML. Shared by test_book.py and test_browser.py.
+
+    ``IOATTN_BOOK_HTML=_build/html`` checks an existing build instead (say, after ``make
+    book``), to iterate on the pages without building twice.
+    """
+    given = os.environ.get("IOATTN_BOOK_HTML")
+    if given:
+        html_dir = Path(given).resolve()
+        assert (html_dir / "index.html").is_file(), f"IOATTN_BOOK_HTML={given}: no index.html"
+        return html_dir
+    bindir = Path(sys.executable).parent
+    exe = shutil.which("jupyter-book", path=str(bindir))
+    assert exe, f"no jupyter-book executable in {bindir}: install the book extra (make test does)"
+    out = tmp_path_factory.mktemp("book")
+    cmd = [exe, "build", str(ROOT), "--path-output", str(out), *BOOK_FLAGS]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=3000)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"`{' '.join(cmd)}` failed ({proc.returncode}):\n{log[-8000:]}"
+    html_dir = out / "_build" / "html"
+    assert (html_dir / "index.html").is_file(), log[-4000:]
+    return html_dir

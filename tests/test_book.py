@@ -1,49 +1,21 @@
 """The book builds, with the Makefile's flags, and its pages show what the package computes.
 
-One build of the whole book (executing every notebook page) into a temporary folder, shared by
-the checks below. Needs the ``book`` extras (``pip install -e .[book]``); without jupyter-book
-the module is skipped, with it nothing here is skipped.
+The checks read the HTML of one build of the whole book (the ``built`` fixture of conftest.py);
+the browser tests (test_browser.py) load the same pages in chromium.
 """
 
 from __future__ import annotations
 
 import html
 import re
-import shutil
-import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
-pytest.importorskip("jupyter_book", reason="the book extras are not installed")
+from .conftest import ROOT
 
 pytestmark = pytest.mark.book
-
-ROOT = Path(__file__).resolve().parents[1]
-FLAGS = ["--warningiserror", "--nitpick", "--keep-going"]   # as in the Makefile's `book` target
-
-
-def _jupyter_book() -> str:
-    """The jupyter-book executable installed next to the running Python."""
-    bindir = Path(sys.executable).parent
-    exe = shutil.which("jupyter-book", path=str(bindir))
-    assert exe, f"jupyter_book is importable but there is no jupyter-book executable in {bindir}"
-    return exe
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """Build the book from the repository root into a temporary folder; return its HTML folder."""
-    out = tmp_path_factory.mktemp("book")
-    cmd = [_jupyter_book(), "build", str(ROOT), "--path-output", str(out), *FLAGS]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
-    log = proc.stdout + proc.stderr
-    assert proc.returncode == 0, f"`{' '.join(cmd)}` failed ({proc.returncode}):\n{log[-8000:]}"
-    html_dir = out / "_build" / "html"
-    assert (html_dir / "index.html").is_file(), log[-4000:]
-    return html_dir
 
 
 def _page(html_dir: Path, name: str) -> str:
@@ -54,25 +26,25 @@ def _page(html_dir: Path, name: str) -> str:
 
 def test_only_the_toc_is_built(built):
     pages = {p.relative_to(built).as_posix() for p in built.rglob("*.html")}
-    assert {"book/intro.html", "book/sweep.html", "book/bibliography.html"} <= pages
+    assert {"book/preface.html", "book/crossover.html", "book/bibliography.html"} <= pages
     outside = (".venv", "ioattn", "tests", "benchmarks", "_build")
     strays = [p for p in pages if p.startswith(outside)]
     assert not strays, f"pages built from outside the book: {strays[:10]}"
 
 
-def test_sweep_page_has_the_figure(built):
-    page = _page(built, "sweep")
+def test_crossover_page_has_the_figure(built):
+    page = _page(built, "crossover")
     pngs = re.findall(r'<img[^>]*\bsrc="([^"]+\.png|data:image/png;base64,[^"]+)"', page)
     figures = [src for src in pngs if src.startswith("data:") or "_images/" in src]
-    assert figures, "no matplotlib figure (<img> of a png) on the sweep page"
+    assert figures, "no matplotlib figure (<img> of a png) on the crossover page"
     for src in figures:
         if not src.startswith("data:"):
             assert (built / "book" / src).resolve().is_file(), f"missing image {src}"
 
 
-def test_sweep_page_glues_the_crossover(built):
+def test_crossover_page_glues_the_crossover(built):
     """The crossover quoted in the prose is the one in ioattn's own table on the same page."""
-    page = html.unescape(_page(built, "sweep"))
+    page = html.unescape(_page(built, "crossover"))
     table = re.search(r"crossover at M = ([\d,]+) \([\d.]+ d\^2\): square_tiling -> flash", page)
     assert table, "the table printed by Sweep.table() is missing its crossover into flash"
     pasted = re.findall(r'<span class="pasted-text">([^<]*)</span>', page)
@@ -81,13 +53,13 @@ def test_sweep_page_glues_the_crossover(built):
 
 
 def test_bibliography_resolves(built):
-    intro, bib = _page(built, "intro"), _page(built, "bibliography")
-    assert 'href="bibliography.html#id' in intro, "the {cite} in the intro links nowhere"
+    intro, bib = _page(built, "preface"), _page(built, "bibliography")
+    assert 'href="bibliography.html#id' in intro, "the {cite} in the preface links nowhere"
     assert "Saha" in bib and "Hong" in bib
 
 
 class _Assets(HTMLParser):
-    """Collects the URLs a page loads as scripts, stylesheets or other preloaded resources."""
+    """Collects the URLs a page loads: scripts, stylesheets, preloads, images, frames, media."""
 
     def __init__(self):
         super().__init__()
@@ -102,6 +74,11 @@ class _Assets(HTMLParser):
                 self.urls.append(a["src"])
             else:
                 self._in_script = True
+        elif tag in ("img", "iframe", "source", "audio", "video", "embed", "track", "input") \
+                and a.get("src"):
+            self.urls.append(a["src"])
+        elif tag == "object" and a.get("data"):
+            self.urls.append(a["data"])
         elif tag == "link" and a.get("href"):
             rel = (a.get("rel") or "").lower().split()
             if {"stylesheet", "preload", "modulepreload", "prefetch"} & set(rel):
@@ -118,12 +95,6 @@ class _Assets(HTMLParser):
 
 EXTERNAL = re.compile(r"^(https?:)?//", re.IGNORECASE)
 LOADED_FROM_NETWORK = re.compile(r"""["'](https?:)?//[^"']+\.(js|css)(\?[^"']*)?["']""", re.I)
-# sphinx-thebe (always loaded by jupyter-book) defines the address of the thebe library on every
-# page; _static/sphinx-thebe.js fetches it only when a reader presses a "live code" button, which
-# this book does not show (launch_buttons.thebe is false). The constant itself loads nothing.
-THEBE_URL_CONSTANT = re.compile(r"""const THEBE_JS_URL = "[^"]*";?""")
-
-
 def test_pages_load_nothing_from_the_network(built):
     """Every script and stylesheet, MathJax included, is served from the book itself."""
     offenders = []
@@ -134,13 +105,17 @@ def test_pages_load_nothing_from_the_network(built):
         offenders += [f"{name}: {url}" for url in parser.urls if EXTERNAL.match(url)]
         offenders += [f"{name}: inline script loads {m.group(0)}"
                       for text in parser.inline
-                      for m in LOADED_FROM_NETWORK.finditer(THEBE_URL_CONSTANT.sub("", text))]
+                      for m in LOADED_FROM_NETWORK.finditer(text)]
+    for path in sorted(built.rglob("*.css")):
+        offenders += [f"{path.relative_to(built)}: {m.group(0)}"
+                      for m in re.finditer(r"""(url\(|@import)\s*["']?(https?:)?//[^)"';]+""",
+                                           path.read_text(encoding="utf-8", errors="replace"))]
     assert not offenders, "external assets:\n" + "\n".join(offenders[:20])
 
     parser = _Assets()
-    parser.feed(_page(built, "sweep"))
+    parser.feed(_page(built, "crossover"))
     mathjax = [url for url in parser.urls if "mathjax" in url.lower()]
-    assert mathjax, "the sweep page does not load MathJax"
+    assert mathjax, "the crossover page does not load MathJax"
     for url in mathjax:
         assert (built / "book" / url.split("?")[0]).resolve().is_file(), f"missing {url}"
 
@@ -185,7 +160,22 @@ def test_pebble_page_has_the_stepper_and_the_table(built):
     assert "http://" not in found[0] and "https://" not in found[0]
 
 
-def test_sweep_page_embeds_the_static_explorer(built):
-    page = _page(built, "sweep")
+def test_crossover_page_embeds_the_static_explorer(built):
+    page = _page(built, "crossover")
     assert page.count('type="range"') >= 2, "the explorer's M and d sliders are missing"
     assert "ioe-data" in page, "the explorer's exact totals are not embedded"
+
+
+def test_chapters_have_launch_buttons_to_their_notebooks(built):
+    """Colab and Binder open the paired .ipynb (Colab cannot open MyST markdown); the repository
+    and issue buttons are there."""
+    chapters = sorted(p.stem for p in (ROOT / "book").glob("*.ipynb"))
+    assert len(chapters) >= 7, chapters
+    for name in chapters:
+        page = html.unescape(_page(built, name))
+        colab = re.findall(r'href="(https://colab\.research\.google\.com/[^"]+)"', page)
+        assert colab and colab[0].endswith(f"/blob/main/book/{name}.ipynb"), (name, colab)
+        binder = re.findall(r'href="(https://mybinder\.org/v2/gh/[^"]+)"', page)
+        assert binder and binder[0].endswith(f"book/{name}.ipynb"), (name, binder)
+        assert "github.com/ioattn/ioattn/issues" in page, f"{name}: no issue button"
+        assert 'href="https://github.com/ioattn/ioattn"' in page, f"{name}: no repository button"
