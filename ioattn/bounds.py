@@ -26,7 +26,8 @@ Lower bounds
   an epoch computes at most ``B = 8 max(M^2/d^2, M)`` entries of ``Q K^T`` by their
   matrix-compression lemma (a message of ``min(d sqrt(B/2), B/4)`` field elements is needed and
   the cache offers ``2M``), hence ``q >= M (ceil(N^2 / B) - 1)``. The lemma's constants are
-  [SY]_'s; the epoch count is ours.
+  [SY]_'s; the epoch count is ours. (What the book proves of it, and for which programs, is in
+  :func:`any_matmul_lower`.)
 
 The derivation of each constant is written out in the book's chapters on lower bounds (the
 M-partition chapter for :func:`partition_lower`, the small-cache chapter for
@@ -111,8 +112,11 @@ def reduction_lower(N: int, d: int, M: int) -> int:
 def any_matmul_lower(N: int, d: int, M: int) -> int:
     """``M (ceil(N^2 d^2 / (8 max(M^2, M d^2))) - 1)``: [SY]_ Theorem 4.8, any matrix product.
 
-    About ``min(N^2 d^2 / (8M), N^2 / 8)``. Holds over a finite field with more than ``N``
-    elements, for every algorithm, fast matrix multiplication included.
+    About ``min(N^2 d^2 / (8M), N^2 / 8)``. [SY]_ state it over a finite field with more than
+    ``N`` elements for every algorithm, fast matrix multiplication included. The book proves it
+    for oblivious programs (whose transfers do not depend on the data: Strassen's algorithm and
+    every algorithm of this package) over a field with at least ``N`` elements, and for adaptive
+    programs over larger fields; for adaptive programs over smaller fields it relies on [SY]_.
     """
     N, d, M = _sizes(N, d, M)
     epochs = ceil_div(N * N * d * d, 8 * max(M * M, M * d * d))

@@ -4,6 +4,12 @@
 marks the cheapest and the crossover, and with ``--plot FILE`` saves the log-log plot.
 ``--check`` also runs every point on random data through the memory model and confirms that the
 counted I/O equals the closed form (slow for large N; a progress bar shows how far it is).
+
+``ioattn assign ASSIGNMENT --student ID`` writes a student's notebook with their own parameters
+(and builds the student version and the autograder from the master notebook); ``ioattn grade
+ASSIGNMENT SUBMISSION`` grades a submitted notebook, or a folder of them, locally, and prints
+per-question scores (``--json`` for JSON, ``--csv FILE`` for a score sheet). See the instructor
+guide in the book.
 """
 
 from __future__ import annotations
@@ -69,6 +75,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--check", action="store_true",
                    help="also simulate every point on random data and compare with the closed form")
     sub.add_parser("algorithms", help="list the algorithms")
+    from .teach.cli import add_commands
+
+    add_commands(sub)
     return p
 
 
@@ -95,6 +104,10 @@ def _check(result, seed: int = 0) -> int:
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
+    if args.command in ("assign", "grade"):
+        from .teach.cli import run_command
+
+        return run_command(args)
     if args.command == "algorithms":
         for name in sorted(REGISTRY):
             print(f"{name:15} {get(name).summary}")
