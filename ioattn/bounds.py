@@ -18,8 +18,9 @@ Lower bounds
   algorithm that also writes each entry of ``Q K^T`` when it is computed (``N^2`` more writes)
   multiplies ``Q K^T``; a segment of ``M`` I/Os of a matrix product performs at most ``M^{3/2}``
   of its ``N^2 d`` products (Loomis-Whitney), hence ``q >= M (ceil(N^2 d / M^{3/2}) - 1) - N^2``.
-  This is [SY]_ Theorem 3.7 with explicit constants, for algorithms that compute each product of
-  ``Q K^T`` once; [SLLG]_ sharpen the matrix-product constant from 1 to 2.
+  This is [SY]_ Theorem 3.7 with explicit constants, for computations of ``Q K^T`` with the
+  standard sums of products (recomputation allowed: the reduction writes each entry of ``Q K^T``
+  when it is first computed); [SLLG]_ sharpen the matrix-product constant from 1 to 2.
 - :func:`matmul_lower`: the same Loomis-Whitney segment argument for one standard matrix product.
 - :func:`any_matmul_lower` (any matrix-multiplication algorithm, fast ones included, over a
   field ``F_q`` with ``q > N``): [SY]_ Theorem 4.8. Splitting the run into epochs of ``M`` I/Os,
