@@ -1,7 +1,7 @@
 """The crossover explorer: exact I/O of each attention algorithm against the cache size ``M``.
 
 Where does FlashAttention stop being the cheapest? Two forms of one picture (exact I/O against
-``M``, log-log, with the standard-matmul lower bound and a line at ``M = d^2``):
+``M``, log-log, with the lower bounds and a line at ``M = d^2``):
 
 - :func:`curves`: the data of one picture, from :func:`ioattn.sweep.sweep` (exact totals, the
   lower bound, the cheapest algorithm at each ``M`` and the exact crossovers);
@@ -78,7 +78,8 @@ def curves(N: int, d: int, Ms=None, names=None, options=None) -> dict:
         options, :meth:`ioattn.sweep.Sweep.label`) and ``titles`` (the name in prose,
         :data:`ioattn.plotting.TITLES`); ``totals`` (name -> exact I/O at each ``M``,
         ``None`` where the algorithm cannot run); ``min_M`` (name -> least feasible ``M``);
-        ``lower`` (:func:`ioattn.bounds.lower_bound`, standard matmul); ``cheapest`` (the name
+        ``lower`` and ``lower_any`` (:func:`ioattn.bounds.lower_bound` for standard and for
+        any matrix multiplication); ``cheapest`` (the name
         with the least I/O at each ``M``, ties to the first name) and ``crossovers`` (a list
         of ``{"M", "before", "after"}``: at ``M`` the cheapest is ``after``, at ``M - 1`` it
         was ``before``, found exactly by :func:`ioattn.bounds.crossovers`).
@@ -101,6 +102,7 @@ def curves(N: int, d: int, Ms=None, names=None, options=None) -> dict:
         "totals": {n: list(s.totals[n]) for n in names},
         "min_M": {n: get(n).min_M(d, **{**get(n).options, **options.get(n, {})}) for n in names},
         "lower": list(s.lower),
+        "lower_any": list(s.lower_any),
         "cheapest": s.cheapest(),
         "crossovers": [{"M": c.M, "before": c.before, "after": c.after} for c in s.crossovers],
     }
@@ -158,7 +160,7 @@ _SUP = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 def _domain(data: dict) -> list[float]:
     """``[x0, x1, y0, y1]``: log10 of the M range and of the I/O range rounded out to decades."""
     ys = [t for n in data["names"] for t in data["totals"][n] if t is not None]
-    ys += [b for b in data["lower"] if b > 0]
+    ys += [b for b in data["lower"] + data["lower_any"] if b > 0]
     return [math.log10(data["Ms"][0]), math.log10(data["Ms"][-1]),
             math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))]
 
@@ -225,6 +227,7 @@ _SCRIPT = """(function () {
   var outM = root.querySelector(".ioe-Mvalue"), outd = root.querySelector(".ioe-dvalue");
   var out = root.querySelector(".ioe-readout"), now = root.querySelector("line.ioe-now");
   var lower = root.querySelector("polyline.ioe-lower");
+  var lowerAny = root.querySelector("polyline.ioe-lower-any");
   var frames = root.querySelectorAll("g.ioe-frame");
   var lines = {}, marks = {};
   var ls = root.querySelectorAll("polyline.ioe-curve");
@@ -259,6 +262,7 @@ _SCRIPT = """(function () {
                                +frames[f].getAttribute("data-d") === c.d ? "inline" : "none");
       for (var n in lines) lines[n].setAttribute("points", points(c, c.totals[n]));
       lower.setAttribute("points", points(c, c.lower));
+      lowerAny.setAttribute("points", points(c, c.lower_any));
     }
     var M = c.Ms[k], x = px(c.dom, M);
     now.setAttribute("x1", x); now.setAttribute("x2", x);
@@ -355,7 +359,7 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, d: int | N
 
     frames = "".join(_frame(p, p["dom"], p is c) for p in pictures)
     polylines, markers, legend = [], [], []
-    lh = 16 * len(c["names"]) + 22                # the legend box, bottom left
+    lh = 16 * len(c["names"]) + 38                # the legend box, bottom left
     lx, ly = _L + 6, bottom - 6 - lh
     for i, n in enumerate(c["names"]):
         colour = STYLE.get(n, {}).get("color", OTHER_COLOUR)
@@ -375,6 +379,9 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, d: int | N
     legend.append(f'<line x1="{lx + 6}" y1="{y}" x2="{lx + 28}" y2="{y}" '
                   f'stroke="#000" stroke-dasharray="5 3"/><text x="{lx + 34}" '
                   f'y="{y + 4}">lower bound (standard matmul)</text>')
+    legend.append(f'<line x1="{lx + 6}" y1="{y + 16}" x2="{lx + 28}" y2="{y + 16}" '
+                  f'stroke="#000" stroke-dasharray="1 3"/><text x="{lx + 34}" '
+                  f'y="{y + 20}">lower bound (any matmul)</text>')
     now = _px(dom, c["Ms"][k])
     svg = (
         f'<svg viewBox="0 0 {_W} {_H}" width="{_W}" height="{_H}" role="img" '
@@ -387,6 +394,8 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, d: int | N
         'stroke-width="2"/>'
         f'<polyline class="ioe-lower" points="{_points(c, dom, c["lower"])}" fill="none" '
         'stroke="#000" stroke-width="1.2" stroke-dasharray="5 3"/>'
+        f'<polyline class="ioe-lower-any" points="{_points(c, dom, c["lower_any"])}" '
+        'fill="none" stroke="#000" stroke-width="1.2" stroke-dasharray="1 3"/>'
         f'{"".join(polylines)}{"".join(markers)}'
         f'<g font-family="sans-serif" font-size="11" fill="#222">'
         f'<rect x="{lx}" y="{ly}" width="216" height="{lh}" '

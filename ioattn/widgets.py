@@ -2,7 +2,7 @@
 
 - :func:`explorer`: the crossover explorer. The same picture as
   :func:`ioattn.explorer.static_explorer` (exact I/O of each algorithm against the cache size
-  ``M``, the lower bound, ``M = d^2``), with sliders for ``N``, ``d`` and ``log2 M``, a checkbox
+  ``M``, the lower bounds, ``M = d^2``), with sliders for ``N``, ``d`` and ``log2 M``, a checkbox
   per algorithm, a readout naming the cheapest algorithm, and a "simulate" button that runs the
   algorithms through the memory model and checks the counts against :func:`ioattn.io_cost`.
 - :func:`stepper`: a red-blue pebble game replayed move by move
@@ -54,8 +54,9 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
     Sliders for ``N`` (powers of two from 256 to 65536), ``d`` (powers of two from 16 to 256)
     and ``log2 M``; a checkbox per algorithm; a matplotlib log-log plot (rendered to PNG by the
     Agg backend into an ``ipywidgets.Image``, so no ipympl is needed) of exact I/O against ``M``
-    for the checked algorithms with the lower bound, a line at ``M = d^2`` and a marker on each
-    curve at the current ``M``; a readout (each exact count, the cheapest). The curves come from
+    for the checked algorithms with the lower bounds (standard and any matrix multiplication),
+    a line at ``M = d^2`` and a marker on each curve at the current ``M``; a readout (each exact
+    count, the cheapest). The curves come from
     :func:`curves` (cached per ``(N, d)``); moving ``M`` only moves the markers, and the figure is
     kept and its lines updated, never recreated.
 
@@ -86,8 +87,9 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
         (set any of them and redraw once; returns the readout text), ``simulate()`` (what the
         button does; returns its report), ``controls`` (a dict of the sliders, checkboxes and
         button), ``readout`` and ``sim_readout`` (``HTML`` widgets), ``image`` (the ``Image``),
-        ``figure``, ``lines`` and ``markers`` (name -> matplotlib ``Line2D``; the lower bound is
-        ``lines["lower"]``) and ``state`` (the current ``N``, ``d``, ``M``, totals, cheapest).
+        ``figure``, ``lines`` and ``markers`` (name -> matplotlib ``Line2D``; the lower bounds
+        are ``lines["lower"]`` and ``lines["lower_any"]``) and ``state`` (the current ``N``,
+        ``d``, ``M``, totals, cheapest).
 
     Raises
     ------
@@ -147,6 +149,7 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
         (markers[n],) = ax.plot([1], [1], "o", color=colour, ms=8, mec="white", mew=1.2,
                                 animated=True)
     (lines["lower"],) = ax.plot([1], [1], "k--", lw=1, label="lower bound (standard matmul)")
+    (lines["lower_any"],) = ax.plot([1], [1], "k:", lw=1, label="lower bound (any matmul)")
     d2_line = ax.axvline(1, color="k", lw=0.8, alpha=0.6)
     d2_text = ax.annotate("", (1, 1), xycoords=("data", "axes fraction"), xytext=(4, -14),
                           textcoords="offset points")
@@ -174,10 +177,12 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
                 pts = [(m, t) for m, t in zip(c["Ms"], c["totals"][n]) if t is not None]
                 lines[n].set_data(*zip(*pts)) if pts else lines[n].set_data([], [])
             lines["lower"].set_data(c["Ms"], c["lower"])
+            lines["lower_any"].set_data(c["Ms"], c["lower_any"])
             d2_line.set_xdata([d_ * d_, d_ * d_])
             d2_text.xy = (d_ * d_, 1)
             d2_text.set_text(f"M = d² = {d_ * d_:,}")
-            ys = [t for n in all_names for t in c["totals"][n] if t is not None] + c["lower"]
+            ys = [t for n in all_names for t in c["totals"][n] if t is not None]
+            ys += [b for b in c["lower"] + c["lower_any"] if b > 0]
             ax.set_xlim(c["Ms"][0] / 1.2, c["Ms"][-1] * 1.2)
             ax.set_ylim(min(ys) / 1.5, max(ys) * 1.5)
             ax.set_title(f"Exact I/O of attention, N = {n_:,}, d = {d_}")

@@ -128,7 +128,8 @@ sM.value = page.match(/class="ioe-M" min="0" max="\d+" value="(\d+)"/)[1];
 sd.value = page.match(/class="ioe-d" min="0" max="\d+" value="(\d+)"/)[1];
 const one = {"script.ioe-data": {textContent: json}, "input.ioe-M": sM, "input.ioe-d": sd,
   ".ioe-Mvalue": element(), ".ioe-dvalue": element(), ".ioe-readout": element(),
-  "line.ioe-now": element(), "polyline.ioe-lower": element()};
+  "line.ioe-now": element(), "polyline.ioe-lower": element(),
+  "polyline.ioe-lower-any": element()};
 const many = {"g.ioe-frame": frames, "polyline.ioe-curve": curves, "circle.ioe-marker": markers};
 const root = {querySelector: s => one[s], querySelectorAll: s => many[s]};
 global.document = {getElementById: x => (x === id ? root : null)};
@@ -141,6 +142,7 @@ function snap() {
   seen.push({d: +sd.value, k: +sM.value, text: one[".ioe-readout"].textContent,
     M: one[".ioe-Mvalue"].textContent, now: one["line.ioe-now"].attrs.x1, markers: m, curves: c,
     lower: one["polyline.ioe-lower"].attrs.points,
+    lower_any: one["polyline.ioe-lower-any"].attrs.points,
     frames: frames.map(f => f.attrs.display)});
 }
 snap();                                                // the initial show()
@@ -188,6 +190,8 @@ def test_static_explorer_script_runs(page):
     for name in NAMES:
         assert f'data-name="{name}" points="{seen[0]["curves"][name]}"' in page
     assert f'class="ioe-lower" points="{seen[0]["lower"]}"' in page
+    assert f'class="ioe-lower-any" points="{seen[0]["lower_any"]}"' in page
+    assert seen[3]["lower_any"] != seen[2]["lower_any"]         # redrawn for the new d
     # d = 256, then M past the end is clamped
     assert seen[3]["d"] == 3 and seen[3]["curves"] != seen[2]["curves"]
     assert seen[5]["k"] == 31 and "cheapest FlashAttention." in seen[5]["text"]
