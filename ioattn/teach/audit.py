@@ -17,17 +17,20 @@ The census follows lists, tuples, sets, dicts (keys and values), plain objects, 
 own classes, functions' default values and closures, suspended generators, and two-level memories
 of the submission's own (their slow arrays and buffers), :data:`DEPTH` levels deep. Arrays count
 by their whole base array (a view keeps all of it), floats inside containers one each, bytes one
-entry per eight; integers, booleans, strings and lone Python numbers are free (loop indices and
-scale factors), and so are cache buffers, views of them, and freed buffers while they still hold
-the grader's NaN. If the cache's occupancy plus the census exceeds ``M``, the submission exceeded
-the cache; values still held outside the cache when it returns count too. A frame that belongs to
-ioattn's own algorithms means the submission ran the package's schedule instead of its own.
+entry per eight, text longer than :data:`TEXT_FREE` characters one entry per
+:data:`TEXT_PER_ENTRY`; integers, booleans, short strings and lone Python numbers are free (loop
+indices, names and scale factors), and so are cache buffers, views of them, and freed buffers
+while they still hold the grader's NaN. If the cache's occupancy plus the census exceeds ``M``,
+the submission exceeded the cache; values still held outside the cache when it returns count
+too. A frame that belongs to ioattn's own algorithms means the submission ran the package's
+schedule instead of its own.
 
-What it cannot see: values hidden where no census looks (deeper than four levels, encoded in
-strings, inside C extensions, in objects reached only through the garbage collector, or in a
-module attribute that is deleted again between two full censuses). The grader's other checks
-back it up: the audit hooks (:mod:`ioattn.teach.hooks`) catch the garbage collector, the stack
-and files, and a count below the lower bound that every algorithm obeys is caught after the run.
+What it cannot see: values hidden where no census looks (deeper than four levels, packed tighter
+than the census assumes, inside C extensions, in objects reached only through the garbage
+collector, or in a module attribute that is deleted again between two full censuses). The
+grader's other checks back it up: the audit hooks (:mod:`ioattn.teach.hooks`) catch the garbage
+collector, the stack and files, and a count below the lower bound that every algorithm obeys is
+caught after the run.
 """
 
 from __future__ import annotations
@@ -54,10 +57,14 @@ ITEMS = 100_000
 #: A full census of the namespaces every this many transfers.
 FULL_EVERY = 32
 
-_FREE_TYPES = (int, bool, str, type(None), range, slice, types.ModuleType,
+_FREE_TYPES = (int, bool, type(None), range, slice, types.ModuleType,
                types.BuiltinFunctionType, types.MethodType, types.FrameType, types.CodeType)
 (_FREE, _NUMBER, _ARRAY, _MAPPING, _SEQUENCE, _OBJECT, _FUNCTION, _CLASS, _BYTES, _GENERATOR,
- _SLOW, _MEMORY) = range(12)
+ _SLOW, _MEMORY, _TEXT) = range(13)
+#: Text longer than this counts, one entry per :data:`TEXT_PER_ENTRY` characters (a float
+#: written out takes about that many); shorter strings (names, messages) are free.
+TEXT_FREE = 64
+TEXT_PER_ENTRY = 16
 _KIND: dict = {}
 
 
@@ -77,6 +84,8 @@ def _kind_of(t: type) -> int:
         return _ARRAY
     if issubclass(t, (bytes, bytearray, memoryview, array.array)):
         return _BYTES
+    if issubclass(t, str):
+        return _TEXT
     if issubclass(t, dict):
         return _MAPPING
     if issubclass(t, (list, tuple, set, frozenset, collections.deque)):
@@ -151,6 +160,8 @@ class _Census:
             return int(root.size)
         if kind == _BYTES:                              # eight bytes hold a float
             return -(-memoryview(v).nbytes // 8)
+        if kind == _TEXT:
+            return len(v) // TEXT_PER_ENTRY if len(v) > TEXT_FREE else 0
         if depth >= DEPTH or id(v) in self.seen:
             return 0
         self.seen.add(id(v))

@@ -80,12 +80,17 @@ class Built:
 
 
 def _fingerprint(master: Path) -> str:
-    from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
     from .. import __version__
 
+    try:
+        otter = version("otter-grader")
+    except PackageNotFoundError:
+        raise RuntimeError("making and grading assignments needs otter-grader: "
+                           "pip install 'ioattn[teach]'") from None
     h = hashlib.sha256(master.read_bytes())
-    h.update(f"ioattn {__version__} otter {version('otter-grader')}".encode())
+    h.update(f"ioattn {__version__} otter {otter}".encode())
     for source in sorted(Path(__file__).parent.rglob("*.py")):
         h.update(source.read_bytes())
     return h.hexdigest()
@@ -117,8 +122,9 @@ def build(name: str, out=None, *, masters=None, force: bool = False) -> Built:
     if (not force and stamp.is_file() and stamp.read_text() == fingerprint
             and built.student.is_file() and built.autograder.is_file()):
         return built
-    if folder.exists():
-        shutil.rmtree(folder)
+    for old in ("master", "dist", "student"):         # never students/: handed-out copies
+        shutil.rmtree(folder / old, ignore_errors=True)
+    built.autograder.unlink(missing_ok=True)
     (folder / "master").mkdir(parents=True)
     source = folder / "master" / f"{name}.ipynb"
     _to_notebook(master, source)
@@ -134,8 +140,19 @@ def build(name: str, out=None, *, masters=None, force: bool = False) -> Built:
     return built
 
 
+def _need(module: str):
+    """Import ``module`` (a dependency of the ``teach`` extra), or say how to install it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise RuntimeError(f"making and grading assignments needs {module.split('.')[0]}: "
+                           "pip install 'ioattn[teach]'") from None
+
+
 def _to_notebook(master: Path, target: Path) -> None:
-    import jupytext
+    jupytext = _need("jupytext")
 
     nb = jupytext.read(master)
     nb.metadata.pop("jupytext", None)
@@ -144,7 +161,7 @@ def _to_notebook(master: Path, target: Path) -> None:
 
 def _otter_assign(source: Path, dist: Path) -> None:
     """Run Otter Assign quietly (no PDFs; the tests are run by ioattn's own test suite)."""
-    from otter.assign import main as assign
+    assign = _need("otter.assign").main
 
     quiet = logging.getLogger("otter")
     level = quiet.level

@@ -18,9 +18,11 @@ Everything lives in a :class:`Referee` that only the grader holds:
   NaN, so values kept in it after ``free`` poison the result. While the submission runs, every
   transfer first audits what it holds outside the cache (:mod:`ioattn.teach.audit`).
 
-The limit is Python itself: code that runs in the grader's process can reach any object, the
-referee included, through the garbage collector or by patching the grader. Such submissions are
-attacks on the grading harness, not on the model; grade in a container for high stakes.
+The limit is Python itself: code that runs in the grader's process can reach any object. The
+audit hooks (:mod:`ioattn.teach.hooks`) record the usual routes to the referee (the garbage
+collector, the grader's frames), but a submission written against the grader's source (following
+frames upward by hand, reading this module's private state, patching the grader) is an attack on
+the grading harness, not on the model; grade in a container for high stakes.
 """
 
 from __future__ import annotations

@@ -113,3 +113,27 @@ def test_help_lists_the_new_commands(capsys):
         main(["--help"])
     out = capsys.readouterr().out
     assert "assign" in out and "grade" in out and "sweep" in out
+
+
+def test_a_count_below_the_lower_bound_means_the_output_came_from_outside_the_model():
+    """The last line of defence: whatever hid the values, no algorithm in the model moves fewer
+    entries than the lower bound."""
+    import numpy as np
+
+    from ioattn.teach.harness import call
+    from ioattn.teach.judge import judge_run
+    from ioattn.teach.memory import Referee
+
+    ref = Referee(10, owner="f")
+    A, C = ref.load("A", np.ones((2, 2))), ref.output("C", (2, 2))
+
+    def copy(mem, A, C):
+        t = mem.read(A)
+        mem.write(C, t)
+        mem.free(t)
+
+    done = call(copy, (ref.memory, A, C), name="copy", referee=ref)
+    assert judge_run(done, ref, [(C, {"expected": np.ones((2, 2))})], lower=8).total == 8
+    with pytest.raises(GradingFailure) as err:
+        judge_run(done, ref, [(C, {"expected": np.ones((2, 2))})], lower=9)
+    assert err.value.reasons[0][0] == "outside" and "fewer than the 9" in str(err.value)
