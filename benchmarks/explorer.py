@@ -2,10 +2,10 @@
 
 - one live slider move of :func:`ioattn.widgets.explorer` at N = 4096, d = 64 (the exact counts
   at the new M, the marker moved and the figure redrawn to PNG), median over many moves (the
-  target is under 100 ms);
-- a change of d in the live widget (a new sweep, cached afterwards);
+  target is under 100 ms), in the forward and in the backward pass;
+- a change of d in the live widget (a new sweep, cached afterwards), and of the pass;
 - the generation time and the size of :func:`ioattn.explorer.static_explorer` (N = 4096,
-  d in 32, 64, 128, 256).
+  d in 32, 64, 128, 256, both passes).
 
 Run ``python benchmarks/explorer.py`` (a few seconds).
 """
@@ -36,12 +36,18 @@ def main(out=sys.stdout):
     slider = timed(lambda i: w.update(log2_M=positions[i]), 50)
     ds = [32, 128, 256, 64] * 2
     d_change = timed(lambda i: w.update(d=ds[i]), len(ds))
+    passes = [True, False] * 4
+    pass_change = timed(lambda i: w.update(backward=passes[i]), len(passes))
+    w.update(backward=True)
+    slider_back = timed(lambda i: w.update(log2_M=positions[i]), 50)
     html = []
     static = timed(lambda i: html.append(static_explorer()), 5)
     size = len(html[-1].encode())
     rows = [
         ("live slider move (M), N=4096 d=64", slider, "target < 100 ms"),
+        ("  the same, backward pass", slider_back, "target < 100 ms"),
         ("live d change (sweep cached after 1st)", d_change, ""),
+        ("live pass change (cached after 1st)", pass_change, ""),
         ("static_explorer() generation", static, f"{size / 1024:.1f} KiB HTML"),
     ]
     print(f"crossover explorer, Python {platform.python_version()}, {platform.machine()}",

@@ -4,7 +4,10 @@ Every function takes ``(N, d, M)`` (entries of cache) and returns an exact ``int
 ``L`` means every algorithm of the stated class moves at least ``L`` entries (a real bound ``x``
 is rounded up, which stays valid because I/O is an integer); an upper bound ``U`` means that
 algorithm moves at most ``U`` (a real bound is rounded down). No float is involved, so a test can
-compare them with the exact counts without tolerance.
+compare them with the exact counts without tolerance. ``backward=True`` gives the same bound for
+the backward pass (its inputs ``Q, K, V, dO, O, L``, its outputs ``dQ, dK, dV``; see
+"Backward pass" below); the ``sparse_*`` functions give them for attention that computes only
+``Z`` entries of ``Q K^T`` (see "Sparse attention").
 
 Lower bounds
 ------------
@@ -34,6 +37,89 @@ The derivation of each constant is written out in the book's chapters on lower b
 M-partition chapter for :func:`partition_lower`, the small-cache chapter for
 :func:`reduction_lower`, the communication chapter for :func:`any_matmul_lower`).
 
+Backward pass
+-------------
+The backward pass of ``O = softmax(tau Q K^T) V`` takes ``Q, K, V`` (``N x d``), the upstream
+gradient ``dO`` (``N x d``) and what the forward saved, ``O`` (``N x d``) and the row
+log-sum-exp ``L`` (``N``), and produces ``dQ, dK, dV`` (``N x d`` each), through
+
+    P = exp(tau Q K^T - L),  dV = P^T dO,  dP = dO V^T,  D = rowsum(dO o O),
+    dS = P o (dP - D),  dQ = tau dS K,  dK = tau dS^T Q.
+
+*Standard matrix multiplication* means here that the computation graph contains, for every pair
+``(i, j)``, the standard sum-of-products tree of ``S_ij = sum_l Q_il K_jl`` (to rebuild ``P``)
+**and** that of ``dP_ij = sum_l dO_il V_jl``: ``d`` product vertices whose parents are the two
+input entries, ``d - 1`` additions in any binary tree, and no use of a product or partial sum
+outside its tree (the root may be used by anything). Every backward pass of ioattn is of this
+kind. The two families of trees are disjoint and have disjoint input rows (``Q, K`` and ``dO,
+V``), which is all the arguments below need; both forward arguments therefore count ``2 N^2``
+trees instead of ``N^2``:
+
+- :func:`partition_lower` with ``backward=True`` is ``M (ceil(2 N^2 d^2 / (4 M d^2 + M^2)) - 1)``.
+  Hong-Kung's lemma is unchanged. In [SY]_ Lemma 3.3, trees that meet a part ``U`` with dominator
+  set ``D`` and minimum set ``X`` are of kind (a) (a vertex in ``D``), (b) (a vertex in ``X``) or
+  (c); kinds (a) and (b) number at most ``|D| + |X|`` over both families. A tree of kind (c) has
+  its root in ``U`` and all ``2d`` input entries of its two rows in ``D``. If the kind-(c) trees
+  of ``Q K^T`` use ``a`` rows of ``Q`` and ``K`` together and those of ``dO V^T`` use ``b`` rows
+  of ``dO`` and ``V``, then ``d (a + b) <= |D|`` (distinct input vertices), and there are at most
+  ``a^2/4 + b^2/4 <= (a + b)^2 / 4 <= |D|^2 / (4 d^2)`` of them. So a part of a ``2M``-partition
+  still holds at most ``(2d - 1)(4M + M^2/d^2)`` level-1 vertices, now out of ``2 N^2 (2d - 1)``.
+- :func:`reduction_lower` with ``backward=True`` is ``M (ceil(2 N^2 d / M^{3/2}) - 1) - 2 N^2``.
+  Delete every move outside the trees of ``S`` and ``dP`` (with their input parents: the
+  subgraph contains the parents of its vertices) and write each ``S_ij`` and each ``dP_ij`` after
+  its first compute (``2 N^2`` writes): a complete game on the disjoint union of the graphs of
+  the products ``Q K^T`` and ``dO V^T``, ``2 N^2 d`` multiplications. In the segment argument of
+  :func:`matmul_lower`, the charges of the two products go to distinct vertices, so their
+  projection sizes ``x_1, x_2`` satisfy ``x_1 + x_2 <= 3M``; each product performs at most
+  ``(x_f / 3)^{3/2}`` multiplications in the segment (Loomis-Whitney and AM-GM), and
+  ``t -> t^{3/2}`` is superadditive, so a segment performs at most ``M^{3/2}`` of them in all.
+- :func:`trivial_lower` with ``backward=True`` is ``8 N d + N``: each of the ``5 N d + N`` input
+  entries is an ancestor of an output (``O`` through ``D``, ``L`` through ``P``) and is read;
+  each of the ``3 N d`` output entries is written. With ``given_D=True`` (``D`` is an input and
+  ``O`` is not used) it is ``7 N d + 2 N``.
+- :func:`any_matmul_lower` applies unchanged to a backward program that forms every score
+  ``S_ij`` in its cache (announces it, in the book's model), as the algorithms of ioattn do on
+  their way to ``P``: the theorem concerns any program that computes ``Q K^T``, whatever else it
+  computes, with the other inputs held fixed. No backward-specific strengthening is claimed.
+
+(The forward functions, ``backward=False``, also bound the backward pass of any graph that
+computes ``Q K^T`` alone with standard sums of products, since they use only that subgraph; the
+``backward=True`` forms need the ``dO V^T`` trees too.) ioattn's FlashAttention backward folds
+``tau`` into ``K_j`` before the product, as its forward folds it into ``Q_i``: a one-parent
+vertex ``tau K_jl`` between the input and the products. The partition argument covers that (the
+book's exercise on scaling ``Q`` first: the dominator set then holds ``K_jl`` or ``tau K_jl``,
+distinct vertices); the reduction argument is proved in the book for unscaled operands, as for
+the forward. ``dO V^T`` is unscaled in every backward pass here. [LLSS]_ state the backward's I/O
+complexity as ``Theta(min{(N^2 d^2 + N d^3)/M, (N^2 d + N d^2)/sqrt(M)})`` for standard matrix
+multiplication (:func:`order` with ``backward=True``); that is their statement, about their
+formulation, and the constants here are ours.
+
+Sparse attention
+----------------
+When only a set ``Z`` of pairs ``(i, j)`` of ``Q K^T`` is computed (a mask; ``Z`` also stands for
+its size), the graph holds ``Z`` trees of ``S`` (and ``Z`` of ``dP`` in the backward pass) and
+the same arguments apply with ``N^2`` replaced by the number of trees:
+
+- :func:`sparse_partition_lower` ``= M (ceil(t d^2 / (4 M d^2 + M^2)) - 1)``, ``t = Z`` (``2Z``
+  backward). [SY]_ Lemma 3.3 (with the two-family count above, backward) needs no change: it
+  bounds the level-1 vertices of one part whichever trees the graph has, and there are
+  ``t (2d - 1)`` of them.
+- :func:`sparse_reduction_lower` ``= M (ceil(t d / M^{3/2}) - 1) - t``: the segment argument
+  holds for any set of multiplication triples (Loomis-Whitney bounds every finite set), ``t d``
+  of them, and the reduction writes ``t`` scores.
+- :func:`sparse_trivial_lower`: with ``I`` the rows and ``J`` the columns that hold a pair of
+  ``Z``, ``|I| |J| >= Z`` and ``|I|, |J| <= N``, so ``|I| + |J| >= ceil(2 sqrt(Z))`` and
+  ``|I|, |J| >= ceil(Z / N)``. Forward, the rows ``I`` of ``Q`` and ``O`` and the rows ``J`` of
+  ``K`` and ``V`` are read or written: ``2d (|I| + |J|) >= 2d ceil(2 sqrt(Z))``. Backward,
+  ``(4d + 1) |I| + 4d |J|`` (``Q, dO, O, L, dQ`` on ``I``; ``K, V, dK, dV`` on ``J``).
+
+At ``Z = N^2`` each equals its dense counterpart exactly. For a block mask,
+:func:`block_sparse_Z` counts ``Z``; when the block sides divide ``N``, ``Z = s N^2`` with ``s``
+the fraction of nonzero blocks (:func:`block_density`), so the bounds are about ``s N^2 d^2 /
+(5M)`` for ``M >= d^2`` (block-sparse FlashAttention moves ``Theta(N d + s N^2 d^2 / M)``
+[FA]_ Theorem 4) and ``s N^2 d / sqrt(M)`` for ``M`` well below ``d^2``. These sparse bounds are
+ours (derived here); [LLSS]_ state sparse lower bounds in another form, not used here.
+
 Upper bounds
 ------------
 :func:`upper_bound` gives, for each algorithm, a simple formula that its exact cost never exceeds
@@ -42,7 +128,11 @@ Upper bounds
 and standard attention the reads of their two products without ceilings,
 ``k (m (n / b_c + 1) + n (m / b_r + 1))`` each, plus their other transfers (about
 ``8 N^2 d / sqrt(M) + N^2`` for blocked square tiling, ``4 N^2 d / sqrt(M) + N^2`` for the outer
-schedule, ``4 N^2 d / sqrt(M) + 3 N^2`` for standard attention).
+schedule, ``4 N^2 d / sqrt(M) + 3 N^2`` for standard attention). With ``backward=True``:
+FlashAttention's backward ``9Nd + 3N + N^2 (4d+2)^2 / (M-7d-3)`` (about ``16 N^2 d^2 / M``);
+square tiling's and standard attention's backward the reads of their five products without
+ceilings plus their other transfers (about ``20 N^2 d / sqrt(M)`` for blocked square tiling,
+``10 N^2 d / sqrt(M)`` for the outer schedule and for standard attention, plus ``O(N^2)``).
 
 References
 ----------
@@ -51,28 +141,47 @@ References
    ICML 2024, arXiv:2402.07443 (Theorems 3.1, 3.7, 4.8; Lemma 3.3).
 .. [SLLG] T. M. Smith et al., "A tight I/O lower bound for matrix multiplication",
    arXiv:1702.02017.
+.. [LLSS] X. Li, Y. Liang, Z. Shi, Z. Song et al., "On fine-grained I/O complexity of attention
+   backward passes", arXiv:2410.09397.
+.. [FA] T. Dao et al., "FlashAttention", NeurIPS 2022 (Theorem 4: block-sparse FlashAttention).
 """
 
 from __future__ import annotations
 
+from fractions import Fraction
 from math import floor, isqrt
 from typing import NamedTuple
 
 from ._validate import as_count
 from .algorithms import get
-from .algorithms.base import REGISTRY, ceil_div
+from .algorithms.base import BACKWARD, REGISTRY, ceil_div
 from .api import io_cost, plan
 
 __all__ = [
-    "Crossover", "any_matmul_lower", "cheapest", "crossovers", "lower_bound", "matmul_lower",
-    "order",
-    "partition_lower", "reduction_lower", "regime", "trivial_lower", "upper_bound",
+    "Crossover", "any_matmul_lower", "block_density", "block_sparse_Z", "cheapest", "crossovers",
+    "lower_bound", "matmul_lower", "order", "partition_lower", "reduction_lower", "regime",
+    "sparse_lower", "sparse_partition_lower", "sparse_reduction_lower", "sparse_trivial_lower",
+    "trivial_lower", "upper_bound",
 ]
 
 
 def _sizes(N, d, M=None):
     out = as_count(N, "N"), as_count(d, "d")
     return out if M is None else (*out, as_count(M, "M"))
+
+
+def _flag(value, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
+def _Z(N: int, Z) -> int:
+    Z = as_count(Z, "Z", least=0)
+    if Z > N * N:
+        raise ValueError(f"Z counts computed entries of the N x N matrix Q K^T, so Z <= N^2 = "
+                         f"{N * N}; got Z = {Z}")
+    return Z
 
 
 def _ceil_sqrt_ratio(a: int, b: int) -> int:
@@ -82,32 +191,69 @@ def _ceil_sqrt_ratio(a: int, b: int) -> int:
     return x if x * x >= q else x + 1
 
 
-def trivial_lower(N: int, d: int) -> int:
-    """``4 N d``: each input entry is read at least once and each output entry written once."""
-    N, d = _sizes(N, d)
-    return 4 * N * d
-
-
-def partition_lower(N: int, d: int, M: int) -> int:
-    """``M (ceil(N^2 d^2 / (4 M d^2 + M^2)) - 1)``, the M-partition bound (standard matmul).
-
-    See the module docstring; [HK]_ and [SY]_ Lemma 3.3 with explicit constants. About
-    ``N^2 d^2 / (5M)`` for ``M >= d^2``.
-    """
-    N, d, M = _sizes(N, d, M)
-    parts = ceil_div(N * N * d * d, 4 * M * d * d + M * M)
+# ------------------------------------------------------------------------ the two arguments
+def _partition(trees: int, d: int, M: int) -> int:
+    """``M (ceil(t d^2 / (4 M d^2 + M^2)) - 1)`` for a graph with ``t`` standard-sum trees of
+    ``d`` products each (the level-1 vertices of [SY]_ Lemma 3.3)."""
+    parts = ceil_div(trees * d * d, 4 * M * d * d + M * M)
     return M * max(0, parts - 1)
 
 
-def reduction_lower(N: int, d: int, M: int) -> int:
-    """``M (ceil(N^2 d / M^{3/2}) - 1) - N^2``, the small-cache bound by reduction to matmul.
+def _reduction(trees: int, d: int, M: int) -> int:
+    """``M (ceil(t d / M^{3/2}) - 1) - t``: ``t`` trees written once each, ``t d``
+    multiplications, at most ``M^{3/2}`` per segment of ``M`` I/Os."""
+    segments = _ceil_sqrt_ratio((trees * d) ** 2, M ** 3)
+    return max(0, M * (segments - 1) - trees)
 
-    See the module docstring; [SY]_ Theorem 3.7 with explicit constants. About
-    ``N^2 d / sqrt(M)`` for ``M`` well below ``d^2``; zero (vacuous) near and above ``d^2``.
+
+def _rows(a: int, b: int, N: int, Z: int) -> int:
+    """Least value of ``a |I| + b |J|`` we can prove when ``Z`` pairs lie in ``I x J`` and
+    ``|I|, |J| <= N``: ``min(a, b) ceil(2 sqrt(Z)) + |a - b| ceil(Z / N)``."""
+    return min(a, b) * _ceil_sqrt_ratio(4 * Z, 1) + abs(a - b) * ceil_div(Z, N)
+
+
+# ------------------------------------------------------------------------ dense lower bounds
+def trivial_lower(N: int, d: int, *, backward: bool = False, given_D: bool = False) -> int:
+    """Every input entry is read and every output entry written.
+
+    Forward, ``4 N d``: ``Q, K, V`` read, ``O`` written. With ``backward=True``, ``8 N d + N``:
+    ``Q, K, V, dO, O`` (``5 N d``) and ``L`` (``N``) read, ``dQ, dK, dV`` (``3 N d``) written;
+    each input is an ancestor of an output of the backward graph (``O`` through
+    ``D = rowsum(dO o O)``, ``L`` through ``P``), and in a pebble game an input gets a red pebble
+    only by a read and an output its blue pebble only by a write. With ``given_D=True``, the
+    backward takes ``D`` (``N`` entries) as an input instead of computing it from ``O``:
+    ``7 N d + 2 N``.
+    """
+    N, d = _sizes(N, d)
+    if _flag(given_D, "given_D") and not _flag(backward, "backward"):
+        raise ValueError("given_D concerns the backward pass: pass backward=True")
+    if not backward:
+        return 4 * N * d
+    return 7 * N * d + 2 * N if given_D else 8 * N * d + N
+
+
+def partition_lower(N: int, d: int, M: int, *, backward: bool = False) -> int:
+    """The M-partition bound (standard matmul): ``M (ceil(t d^2 / (4 M d^2 + M^2)) - 1)`` with
+    ``t = N^2`` trees (forward) or ``t = 2 N^2`` (``backward=True``: the trees of ``Q K^T`` and
+    of ``dO V^T``).
+
+    See the module docstring; [HK]_ and [SY]_ Lemma 3.3 with explicit constants. About
+    ``N^2 d^2 / (5M)`` for ``M >= d^2`` (``2 N^2 d^2 / (5M)`` backward).
     """
     N, d, M = _sizes(N, d, M)
-    segments = _ceil_sqrt_ratio(N ** 4 * d * d, M ** 3)
-    return max(0, M * (segments - 1) - N * N)
+    return _partition((2 if _flag(backward, "backward") else 1) * N * N, d, M)
+
+
+def reduction_lower(N: int, d: int, M: int, *, backward: bool = False) -> int:
+    """The small-cache bound by reduction to matmul: ``M (ceil(t d / M^{3/2}) - 1) - t`` with
+    ``t = N^2`` (forward) or ``t = 2 N^2`` (``backward=True``: ``Q K^T`` and ``dO V^T``).
+
+    See the module docstring; [SY]_ Theorem 3.7 with explicit constants. About
+    ``N^2 d / sqrt(M)`` for ``M`` well below ``d^2`` (``2 N^2 d / sqrt(M)`` backward); zero
+    (vacuous) near and above ``d^2``.
+    """
+    N, d, M = _sizes(N, d, M)
+    return _reduction((2 if _flag(backward, "backward") else 1) * N * N, d, M)
 
 
 def any_matmul_lower(N: int, d: int, M: int) -> int:
@@ -118,6 +264,9 @@ def any_matmul_lower(N: int, d: int, M: int) -> int:
     for oblivious programs (whose transfers do not depend on the data: Strassen's algorithm and
     every algorithm of this package) over a field with at least ``N`` elements, and for adaptive
     programs over larger fields; for adaptive programs over smaller fields it relies on [SY]_.
+    It bounds every program that computes (announces) each entry of ``Q K^T``, whatever else it
+    computes, so it holds for the backward pass as well when the backward forms every score in
+    its cache, as ioattn's do.
     """
     N, d, M = _sizes(N, d, M)
     epochs = ceil_div(N * N * d * d, 8 * max(M * M, M * d * d))
@@ -136,28 +285,203 @@ def matmul_lower(m: int, k: int, n: int, M: int) -> int:
     return max(m * k + k * n + m * n, M * (segments - 1))
 
 
-def lower_bound(N: int, d: int, M: int, matmul: str = "standard") -> int:
+def _check_matmul(matmul):
+    if matmul not in ("standard", "any"):
+        raise ValueError(f"matmul must be 'standard' or 'any', got {matmul!r}")
+
+
+def lower_bound(N: int, d: int, M: int, matmul: str = "standard", *,
+                backward: bool = False) -> int:
     """The strongest lower bound here for the class of algorithms named by ``matmul``.
 
     ``matmul="standard"``: algorithms that compute ``Q K^T`` with the standard sums of products
-    (all of ioattn's); ``matmul="any"``: every algorithm (over a large finite field).
+    (all of ioattn's), the largest of :func:`trivial_lower`, :func:`partition_lower` and
+    :func:`reduction_lower`; ``matmul="any"``: every algorithm (over a large finite field), the
+    larger of :func:`trivial_lower` and :func:`any_matmul_lower`. With ``backward=True``, the
+    same for the backward pass (standard: ``Q K^T`` and ``dO V^T`` both with standard sums of
+    products; any: a backward that forms every score; see the module docstring).
     """
+    _check_matmul(matmul)
+    backward = _flag(backward, "backward")
+    trivial = trivial_lower(N, d, backward=backward)
     if matmul == "standard":
-        return max(trivial_lower(N, d), partition_lower(N, d, M), reduction_lower(N, d, M))
-    if matmul == "any":
-        return max(trivial_lower(N, d), any_matmul_lower(N, d, M))
-    raise ValueError(f"matmul must be 'standard' or 'any', got {matmul!r}")
+        return max(trivial, partition_lower(N, d, M, backward=backward),
+                   reduction_lower(N, d, M, backward=backward))
+    return max(trivial, any_matmul_lower(N, d, M))
 
 
-def upper_bound(name: str, N: int, d: int, M: int, **options) -> int:
-    """A simple explicit upper bound on algorithm ``name``'s exact I/O (see the module docstring).
+# ------------------------------------------------------------------------ sparse lower bounds
+def sparse_trivial_lower(N: int, d: int, Z: int, *, backward: bool = False,
+                         given_D: bool = False) -> int:
+    """Every input row that a computed entry uses is read, every output row it feeds written.
 
-    Raises ``ValueError`` where the algorithm cannot run (``M`` below its minimum).
+    Let ``I`` be the rows and ``J`` the columns of ``Q K^T`` that hold one of the ``Z`` computed
+    entries. Then ``Z <= |I| |J|`` and ``|I|, |J| <= N``, so ``|I| + |J| >= ceil(2 sqrt(Z))`` and
+    ``|I|, |J| >= ceil(Z / N)``. Forward, rows ``I`` of ``Q`` and ``O`` and rows ``J`` of ``K``
+    and ``V``: ``2d (|I| + |J|) >= 2d ceil(2 sqrt(Z))``. Backward, rows ``I`` of ``Q, dO, O``
+    (read), ``L`` (read) and ``dQ`` (written), rows ``J`` of ``K, V`` (read) and ``dK, dV``
+    (written): ``(4d + 1)|I| + 4d |J| >= 4d ceil(2 sqrt(Z)) + ceil(Z / N)``; with ``given_D``
+    the rows ``I`` of ``O`` are replaced by those of ``D``: ``(3d + 2)|I| + 4d|J|``, bounded the
+    same way (``a|I| + b|J| >= min(a, b)(|I| + |J|) + |a - b| ceil(Z / N)``). At ``Z = N^2``
+    this is :func:`trivial_lower`.
+
+    >>> sparse_trivial_lower(8, 2, 64), trivial_lower(8, 2)
+    (64, 64)
+    >>> sparse_trivial_lower(8, 2, 8 * 9 // 2)    # causal mask: 2d ceil(2 sqrt(36)) = 48
+    48
+    """
+    N, d = _sizes(N, d)
+    Z = _Z(N, Z)
+    if _flag(given_D, "given_D") and not _flag(backward, "backward"):
+        raise ValueError("given_D concerns the backward pass: pass backward=True")
+    if not backward:
+        return _rows(2 * d, 2 * d, N, Z)
+    return _rows(3 * d + 2 if given_D else 4 * d + 1, 4 * d, N, Z)
+
+
+def sparse_partition_lower(N: int, d: int, M: int, Z: int, *, backward: bool = False) -> int:
+    """The M-partition bound when only ``Z`` entries of ``Q K^T`` are computed:
+    ``M (ceil(t d^2 / (4 M d^2 + M^2)) - 1)``, ``t = Z`` (``2 Z`` with ``backward=True``).
+
+    The argument of :func:`partition_lower` restricted to the computed entries: Hong-Kung's lemma
+    gives ``q >= M (P(2M) - 1)``; the graph holds the ``Z`` standard-sum trees of the computed
+    scores (and, backward, ``Z`` trees of ``dP``), ``t (2d - 1)`` level-1 vertices, and a part
+    of a ``2M``-partition holds at most ``(2d - 1)(4M + M^2/d^2)`` of them ([SY]_ Lemma 3.3: its
+    proof bounds the trees that any one part can use, whichever trees exist). Hence
+    ``P(2M) >= ceil(t d^2 / (4 M d^2 + M^2))``. At ``Z = N^2`` this is :func:`partition_lower`;
+    for ``M >= d^2`` it is at least ``t d^2 / (5M) - M``.
+
+    >>> sparse_partition_lower(4096, 64, 4096, 4096 ** 2) == partition_lower(4096, 64, 4096)
+    True
     """
     N, d, M = _sizes(N, d, M)
+    Z = _Z(N, Z)
+    return _partition((2 if _flag(backward, "backward") else 1) * Z, d, M)
+
+
+def sparse_reduction_lower(N: int, d: int, M: int, Z: int, *, backward: bool = False) -> int:
+    """The small-cache bound when only ``Z`` entries of ``Q K^T`` are computed:
+    ``M (ceil(t d / M^{3/2}) - 1) - t``, ``t = Z`` (``2 Z`` with ``backward=True``).
+
+    The argument of :func:`reduction_lower` restricted to the computed entries: write each
+    computed score (and, backward, each computed ``dP_ij``) after its first compute, ``t`` more
+    writes, and keep only the moves on their trees and input parents: a complete game on a
+    sparse standard product with ``t d`` multiplication triples. The segment argument of
+    :func:`matmul_lower` needs no change for a subset of triples (the Loomis-Whitney inequality
+    holds for every finite set of triples), so a segment of ``M`` I/Os performs at most
+    ``M^{3/2}`` of them and ``q + t >= M (ceil(t d / M^{3/2}) - 1)``. At ``Z = N^2`` this is
+    :func:`reduction_lower`.
+
+    >>> sparse_reduction_lower(1024, 256, 64, 1024 ** 2) == reduction_lower(1024, 256, 64)
+    True
+    """
+    N, d, M = _sizes(N, d, M)
+    Z = _Z(N, Z)
+    return _reduction((2 if _flag(backward, "backward") else 1) * Z, d, M)
+
+
+def sparse_lower(N: int, d: int, M: int, Z: int, *, backward: bool = False) -> int:
+    """The strongest lower bound here for attention (standard matmul) that computes only ``Z``
+    entries of ``Q K^T``: the largest of :func:`sparse_trivial_lower`,
+    :func:`sparse_partition_lower` and :func:`sparse_reduction_lower`. At ``Z = N^2`` it is
+    :func:`lower_bound` (``matmul="standard"``)."""
+    return max(sparse_trivial_lower(N, d, Z, backward=backward),
+               sparse_partition_lower(N, d, M, Z, backward=backward),
+               sparse_reduction_lower(N, d, M, Z, backward=backward))
+
+
+def _block_mask(block_mask):
+    try:
+        rows = [[bool(x) for x in row] for row in block_mask]
+    except TypeError:
+        raise TypeError("block_mask must be a 2-D array of booleans (one per block)") from None
+    if not rows or not rows[0] or any(len(r) != len(rows[0]) for r in rows):
+        raise ValueError("block_mask must be a nonempty rectangular 2-D array of booleans")
+    return rows
+
+
+def block_sparse_Z(N: int, block_mask, block) -> int:
+    """``Z``, the entries of ``Q K^T`` that a block mask computes.
+
+    Parameters
+    ----------
+    N : int
+        Sequence length.
+    block_mask : 2-D array of bool
+        ``block_mask[I][J]`` says whether block ``(I, J)`` is computed; its shape must be
+        ``(ceil(N / b_r), ceil(N / b_c))``.
+    block : (int, int)
+        The block sides ``(b_r, b_c)``; the last block row and column are clipped to ``N``.
+
+    Returns
+    -------
+    int
+        The sum of the sizes of the computed blocks. When ``b_r`` and ``b_c`` divide ``N`` it is
+        ``block_density(block_mask) * N^2``.
+
+    >>> block_sparse_Z(6, [[1, 0], [1, 1]], (4, 4))     # blocks of 16, 8, 8 (clipped) entries
+    28
+    """
+    N = as_count(N, "N")
+    try:
+        b_r, b_c = block
+    except (TypeError, ValueError):
+        raise TypeError(f"block must be a pair (b_r, b_c), got {block!r}") from None
+    b_r, b_c = as_count(b_r, "b_r"), as_count(b_c, "b_c")
+    rows = _block_mask(block_mask)
+    want = (ceil_div(N, b_r), ceil_div(N, b_c))
+    if (len(rows), len(rows[0])) != want:
+        raise ValueError(f"block_mask has shape {(len(rows), len(rows[0]))}, but N = {N} in "
+                         f"{b_r} x {b_c} blocks needs {want}")
+    height = [min(b_r, N - I * b_r) for I in range(want[0])]
+    width = [min(b_c, N - J * b_c) for J in range(want[1])]
+    return sum(height[I] * width[J] for I, row in enumerate(rows) for J, x in enumerate(row) if x)
+
+
+def block_density(block_mask) -> Fraction:
+    """``s``, the fraction of blocks that ``block_mask`` computes, as an exact fraction.
+
+    >>> block_density([[1, 0], [1, 1]])
+    Fraction(3, 4)
+    """
+    rows = _block_mask(block_mask)
+    return Fraction(sum(map(sum, rows)), len(rows) * len(rows[0]))
+
+
+# ------------------------------------------------------------------------ upper bounds
+def upper_bound(name: str, N: int, d: int, M: int, *, backward: bool = False, **options) -> int:
+    """A simple explicit upper bound on algorithm ``name``'s exact I/O (see the module docstring);
+    with ``backward=True``, on its backward pass's.
+
+    Forward: FlashAttention (FA2 order) ``4Nd + floor(2 N^2 d (2d + 4) / (M - 4d - 3))``; the FA1
+    order ``6Nd + 6N + floor(4 N^2 d (3d + 4) / M)``; square tiling and standard attention the
+    reads of their products with every ``ceil(x)`` replaced by ``x + 1``, plus their other
+    transfers.
+
+    Backward: FlashAttention ``9Nd + 3N + floor(N^2 (4d + 2)^2 / (M - 7d - 3))``. Its exact I/O
+    is ``5Nd + N + T_c N (4d + 2)`` with ``T_c = ceil(N / B_c)``; evening out the block keeps
+    ``T_c = ceil(N / B)`` for ``B = floor((M - 3d - 2) / (4d + 2)) >= (M - 7d - 3) / (4d + 2)
+    > 0``, and ``T_c <= N / B + 1``. Square tiling: the reads of its five products (``Q K^T``,
+    ``dO V^T``: ``(N, d) @ (d, N)``; ``P^T dO``, ``dS K``, ``dS^T Q``: ``(N, N) @ (N, d)``)
+    without ceilings, plus ``3 N^2 + 5 N d + 3 N`` (``P, dS`` written, ``P`` read in the epilogue,
+    ``dQ, dK, dV`` written, ``D`` and ``L`` moved). Standard attention: the same five products
+    plus ``N (N / b_c + 1)`` reads of ``L`` (``b_c`` the tile width of ``Q K^T``) and
+    ``5 N^2 + 5 N d + 2 N`` (``P, dP, dS`` written, the ``dS`` pass, ``dQ, dK, dV`` written, ``D``).
+
+    Raises ``ValueError`` where the algorithm cannot run (``M`` below its minimum), for an
+    explicit ``block`` (the bounds cover the default block rules), and for a ``mask`` or
+    ``save_lse=True`` (they cover dense attention that does not save ``L``).
+    """
+    N, d, M = _sizes(N, d, M)
+    backward = _flag(backward, "backward")
     if options.get("block") is not None:
         raise ValueError("upper_bound covers the default block rules, not an explicit block")
-    p = plan(name, N, d, M, **options)          # checks the name, options and feasibility
+    if options.get("mask") is not None or options.get("save_lse"):
+        raise ValueError("upper_bound covers dense attention as io_cost counts it by default: "
+                         "no mask, no save_lse")
+    p = plan(name, N, d, M, backward=backward, **options)  # checks the name, options, feasibility
+    if backward:
+        return _upper_backward(name, p)
     if name == "flash":
         if p.variant == "fa2":
             return 4 * N * d + (2 * N * N * d * (2 * d + 4)) // (M - 4 * d - 3)
@@ -174,31 +498,71 @@ def upper_bound(name: str, N: int, d: int, M: int, **options) -> int:
     return extra + floor(sum(q.reads_bound for q in phases))
 
 
-def order(N: int, d: int, M: int) -> float:
-    """``min(N^2 d^2 / M, N^2 d / sqrt(M))``: the Theta-order of [SY]_ Theorem 3.1, no constant."""
+def _upper_backward(name, p) -> int:
+    N, d, M = p.N, p.d, p.M
+    if name == "flash":
+        return 9 * N * d + 3 * N + (N * N * (4 * d + 2) ** 2) // (M - 7 * d - 3)
+    if name == "square_tiling":
+        products = (p.P, p.dS, p.dV, p.dQ, p.dK)
+        # P read in the epilogue, D computed (dO, O read; D written), L and D once per row
+        extra = N * N + 2 * N * d + 3 * N
+        return extra + sum(q.writes for q in products) + floor(
+            sum(q.reads_bound for q in products))
+    if name == "standard":
+        products = (p.P, p.dV, p.dP, p.dQ, p.dK)
+        # D computed (dO, O read; D written); the dS pass reads P, dP, D and writes dS
+        extra = 2 * N * d + N + 3 * N * N + N
+        L_reads = N * (Fraction(N, p.P.b_c) + 1)            # L per tile of P
+        return extra + sum(q.writes for q in products) + floor(
+            sum(q.reads_bound for q in products) + L_reads)
+    raise ValueError(f"no backward upper bound is written for {name!r}")
+
+
+# ------------------------------------------------------------------------ orders and regimes
+def order(N: int, d: int, M: int, *, backward: bool = False) -> float:
+    """The Theta-order with no constant: ``min(N^2 d^2 / M, N^2 d / sqrt(M))`` ([SY]_ Theorem
+    3.1) forward; with ``backward=True``, ``min((N^2 d^2 + N d^3) / M, (N^2 d + N d^2) /
+    sqrt(M))``, the statement of [LLSS]_ for the backward pass."""
     N, d, M = _sizes(N, d, M)
+    if _flag(backward, "backward"):
+        return min((N * N * d * d + N * d ** 3) / M, (N * N * d + N * d * d) / M ** 0.5)
     return min(N * N * d * d / M, N * N * d / M ** 0.5)
 
 
-def regime(d: int, M: int) -> str:
-    """``"large"`` when ``M >= d^2`` (FlashAttention is optimal), else ``"small"``."""
+def regime(d: int, M: int, *, backward: bool = False) -> str:
+    """``"large"`` when ``M >= d^2`` (FlashAttention is optimal), else ``"small"``.
+
+    The same threshold for the backward pass: the two terms of :func:`order` are equal exactly
+    at ``M = d^2`` in both directions (backward, they are ``N d (N + d)`` times ``d / M`` and
+    times ``1 / sqrt(M)``).
+    """
+    _flag(backward, "backward")
     return "large" if as_count(M, "M") >= as_count(d, "d") ** 2 else "small"
 
 
-def cheapest(N: int, d: int, M: int, names=None, options=None) -> str | None:
-    """The algorithm with the least exact I/O at ``(N, d, M)`` among ``names`` (default: all).
+# ------------------------------------------------------------------------ cheapest, crossover
+def _least_M(name: str, d: int, opts: dict, backward: bool) -> int:
+    algo = get(name, backward)
+    return algo.min_M(d, **{**algo.options, **opts})
+
+
+def cheapest(N: int, d: int, M: int, names=None, options=None, *,
+             backward: bool = False) -> str | None:
+    """The algorithm with the least exact I/O at ``(N, d, M)`` among ``names`` (default: all);
+    with ``backward=True``, among their backward passes.
 
     ``options`` maps a name to its options (e.g. ``{"square_tiling": {"schedule": "outer"}}``).
     Algorithms that cannot run at this ``M`` are left out; ties go to the name first in sort
     order; ``None`` if none can run.
     """
     options = options or {}
+    backward = _flag(backward, "backward")
     best = None
-    for name in sorted(names or REGISTRY):
-        algo, opts = get(name), options.get(name, {})
-        if M < algo.min_M(d, **{**algo.options, **opts}):
+    for name in sorted(names or (BACKWARD if backward else REGISTRY)):
+        opts = options.get(name, {})
+        if M < _least_M(name, d, opts, backward):
             continue
-        total = io_cost(name, N, d, M, **opts).total
+        total = io_cost(name, N, d, M, backward=backward, **opts).total
         if best is None or total < best[0]:
             best = (total, name)
     return best and best[1]
@@ -213,35 +577,44 @@ class Crossover(NamedTuple):
 
 
 def crossovers(N: int, d: int, M_min: int | None = None, M_max: int | None = None,
-               names=None, options=None) -> list[Crossover]:
-    """Every ``M`` where the cheapest algorithm changes, found from exact costs.
+               names=None, options=None, *, backward: bool = False) -> list[Crossover]:
+    """Every ``M`` where the cheapest algorithm changes, found from exact costs (of the backward
+    passes with ``backward=True``).
 
     The powers of two from ``M_min`` (default: the least ``M`` at which any of ``names`` runs)
     to ``M_max`` (default: ``32 d^2``) are scanned; each change between neighbours is narrowed by
     bisection to an exact ``M`` with a different winner at ``M - 1``. (Costs are step functions of
     ``M``, so between two powers of two a change could in principle be followed by a change back;
-    such a pair is not seen.)
+    such a pair is not seen. In the backward pass this happens: near the crossover, square tiling
+    and FlashAttention trade places more than once for some ``d`` (at ``N = 4096``: the outer
+    schedule at ``d = 16`` and ``128``, the blocked one at ``d = 256``), and only one change per
+    interval is reported.)
     """
     N, d = _sizes(N, d)
-    names = sorted(names or REGISTRY)
+    backward = _flag(backward, "backward")
+    names = sorted(names or (BACKWARD if backward else REGISTRY))
     options = options or {}
     lo = M_min if M_min is not None else min(
-        get(n).min_M(d, **{**get(n).options, **options.get(n, {})}) for n in names)
+        _least_M(n, d, options.get(n, {}), backward) for n in names)
     hi = M_max if M_max is not None else 32 * d * d
     if not lo < hi:
         return []
+
+    def best(M):
+        return cheapest(N, d, M, names, options, backward=backward)
+
     powers = [1 << k for k in range(lo.bit_length(), hi.bit_length() + 1)]
     grid = [lo] + [p for p in powers if lo < p < hi] + [hi]
     found = []
     for a, b in zip(grid, grid[1:]):
-        w_a, w_b = cheapest(N, d, a, names, options), cheapest(N, d, b, names, options)
+        w_a, w_b = best(a), best(b)
         if w_a == w_b or w_a is None:     # the first algorithm becoming feasible is no crossover
             continue
         while b - a > 1:
             mid = (a + b) // 2
-            if cheapest(N, d, mid, names, options) == w_a:
+            if best(mid) == w_a:
                 a = mid
             else:
                 b = mid
-        found.append(Crossover(b, w_a, cheapest(N, d, b, names, options)))
+        found.append(Crossover(b, w_a, best(b)))
     return found

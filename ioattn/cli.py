@@ -21,7 +21,7 @@ import numpy as np
 
 from . import __version__
 from .algorithms import REGISTRY, get
-from .api import io_cost, run
+from .api import io_cost, run, run_backward
 from .sweep import powers_of_two, sweep
 
 
@@ -72,6 +72,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--option", type=_option, action="append", default=[], metavar="NAME.KEY=VALUE",
                    help="an algorithm's option, e.g. square_tiling.schedule=outer (repeatable)")
     s.add_argument("--plot", metavar="FILE", help="save a log-log plot (PNG, SVG, PDF...)")
+    s.add_argument("--backward", action="store_true",
+                   help="the backward pass (gradients dQ, dK, dV) instead of the forward")
     s.add_argument("--check", action="store_true",
                    help="also simulate every point on random data and compare with the closed form")
     sub.add_parser("algorithms", help="list the algorithms")
@@ -86,14 +88,17 @@ def _check(result, seed: int = 0) -> int:
     from tqdm import tqdm
 
     rng = np.random.default_rng(seed)
-    Q, K, V = (rng.standard_normal((result.N, result.d)) for _ in range(3))
+    Q, K, V, dO = (rng.standard_normal((result.N, result.d)) for _ in range(4))
     points = [(name, M) for name, totals in sorted(result.totals.items())
               for M, t in zip(result.Ms, totals) if t is not None]
     bad = 0
     for name, M in tqdm(points, desc="simulating", unit="run", file=sys.stderr):
         opts = result.options.get(name, {})
-        counted = run(name, Q, K, V, M, **opts).io
-        closed = io_cost(name, result.N, result.d, M, **opts)
+        if result.backward:
+            counted = run_backward(name, Q, K, V, dO, M, **opts).io
+        else:
+            counted = run(name, Q, K, V, M, **opts).io
+        closed = io_cost(name, result.N, result.d, M, backward=result.backward, **opts)
         if counted != closed:
             bad += 1
             print(f"MISMATCH {name} M={M}: counted {counted}, closed form {closed}")
@@ -124,7 +129,7 @@ def main(argv=None) -> int:
     for name, key, value in args.option:
         options.setdefault(name, {})[key] = value
     try:
-        result = sweep(args.N, args.d, Ms, args.algorithms, options)
+        result = sweep(args.N, args.d, Ms, args.algorithms, options, backward=args.backward)
     except (TypeError, ValueError) as exc:
         print(f"ioattn: {exc}", file=sys.stderr)
         return 2

@@ -1,16 +1,19 @@
 """The crossover explorer: exact I/O of each attention algorithm against the cache size ``M``.
 
-Where does FlashAttention stop being the cheapest? Two forms of one picture (exact I/O against
-``M``, log-log, with the lower bounds and a line at ``M = d^2``):
+Where does FlashAttention stop being the cheapest, in the forward pass and in the backward pass?
+Two forms of one picture (exact I/O against ``M``, log-log, with the lower bounds and a line at
+``M = d^2``):
 
 - :func:`curves`: the data of one picture, from :func:`ioattn.sweep.sweep` (exact totals, the
-  lower bound, the cheapest algorithm at each ``M`` and the exact crossovers);
+  lower bound, the cheapest algorithm at each ``M`` and the exact crossovers), forward or
+  backward;
 - :func:`static_explorer`: a self-contained HTML snippet for a static page (an inline SVG, the
-  exact totals as JSON and a small script; two range inputs, ``M`` and ``d``), with no kernel and
-  nothing fetched from the network;
+  exact totals of both passes as JSON and a small script; two range inputs, ``M`` and ``d``, and
+  a forward/backward select), with no kernel and nothing fetched from the network;
 - :func:`ioattn.widgets.explorer`: the live ipywidgets version, for a notebook with a kernel
-  (sliders for ``N``, ``d`` and ``log2 M``, a checkbox per algorithm, a "simulate" button that
-  runs the algorithms on random data and checks the counts against :func:`ioattn.io_cost`).
+  (sliders for ``N``, ``d`` and ``log2 M``, a forward/backward toggle, a checkbox per algorithm,
+  a "simulate" button that runs the algorithms on random data and checks the counts against
+  :func:`ioattn.io_cost`).
 
 >>> c = curves(1024, 32, Ms=[64, 1024, 8192])
 >>> c["names"], c["cheapest"]
@@ -30,7 +33,7 @@ from .plotting import STYLE, TITLES
 from .sweep import sweep
 
 __all__ = ["DEFAULT_NAMES", "DEFAULT_OPTIONS", "OTHER_COLOUR", "curves", "default_Ms", "m_label",
-           "readout", "static_explorer"]
+           "picture_title", "readout", "static_explorer"]
 
 #: The algorithms shown by default.
 DEFAULT_NAMES = ("flash", "square_tiling", "standard")
@@ -56,7 +59,7 @@ def default_Ms(d: int, count: int = 32, lo: int | None = None, hi_factor: int = 
     return sorted({round(2 ** (a + i * (b - a) / (count - 1))) for i in range(count)})
 
 
-def curves(N: int, d: int, Ms=None, names=None, options=None) -> dict:
+def curves(N: int, d: int, Ms=None, names=None, options=None, *, backward: bool = False) -> dict:
     """The data of one picture: exact I/O of each algorithm at each ``M``, and the bounds.
 
     Parameters
@@ -70,37 +73,47 @@ def curves(N: int, d: int, Ms=None, names=None, options=None) -> dict:
         Algorithms; :data:`DEFAULT_NAMES` by default.
     options : dict, optional
         Algorithm name -> options; :data:`DEFAULT_OPTIONS` by default.
+    backward : bool, optional
+        The backward passes' exact I/O (``io_cost(..., backward=True)``) and the backward
+        bounds and crossovers instead of the forward's.
 
     Returns
     -------
     dict
-        JSON-ready: ``N``, ``d``, ``Ms``; ``names`` (sorted) and ``labels`` (name with its
-        options, :meth:`ioattn.sweep.Sweep.label`) and ``titles`` (the name in prose,
-        :data:`ioattn.plotting.TITLES`); ``totals`` (name -> exact I/O at each ``M``,
+        JSON-ready: ``N``, ``d``, ``backward``, ``Ms``; ``names`` (sorted) and ``labels``
+        (name with its options, :meth:`ioattn.sweep.Sweep.label`) and ``titles`` (the name in
+        prose, :data:`ioattn.plotting.TITLES`); ``totals`` (name -> exact I/O at each ``M``,
         ``None`` where the algorithm cannot run); ``min_M`` (name -> least feasible ``M``);
         ``lower`` and ``lower_any`` (:func:`ioattn.bounds.lower_bound` for standard and for
-        any matrix multiplication); ``cheapest`` (the name
-        with the least I/O at each ``M``, ties to the first name) and ``crossovers`` (a list
-        of ``{"M", "before", "after"}``: at ``M`` the cheapest is ``after``, at ``M - 1`` it
-        was ``before``, found exactly by :func:`ioattn.bounds.crossovers`).
+        any matrix multiplication); ``cheapest`` (the name with the least I/O at each ``M``,
+        ties to the first name) and ``crossovers`` (a list of ``{"M", "before", "after"}``:
+        at ``M`` the cheapest is ``after``, at ``M - 1`` it was ``before``, found exactly by
+        :func:`ioattn.bounds.crossovers`).
 
     Examples
     --------
     >>> c = curves(256, 16, Ms=[16, 256])
     >>> c["totals"]["flash"][0] is None        # flash needs a larger cache at d = 16
     True
+    >>> curves(256, 16, Ms=[16, 256], backward=True)["min_M"]["flash"]   # 7d + 4 backward
+    116
     """
     Ms = default_Ms(d) if Ms is None else list(Ms)
     names = sorted(names or DEFAULT_NAMES)
     options = DEFAULT_OPTIONS if options is None else options
     options = {n: dict(options[n]) for n in names if n in options}
-    s = sweep(N, d, Ms, names, options)
+    s = sweep(N, d, Ms, names, options, backward=backward)
+
+    def least(n):
+        algo = get(n, backward)
+        return algo.min_M(d, **{**algo.options, **options.get(n, {})})
+
     return {
-        "N": s.N, "d": s.d, "Ms": list(s.Ms), "names": names,
+        "N": s.N, "d": s.d, "backward": s.backward, "Ms": list(s.Ms), "names": names,
         "labels": {n: s.label(n) for n in names},
         "titles": {n: TITLES.get(n, n) for n in names},
         "totals": {n: list(s.totals[n]) for n in names},
-        "min_M": {n: get(n).min_M(d, **{**get(n).options, **options.get(n, {})}) for n in names},
+        "min_M": {n: least(n) for n in names},
         "lower": list(s.lower),
         "lower_any": list(s.lower_any),
         "cheapest": s.cheapest(),
@@ -129,6 +142,7 @@ def m_label(M: int, d: int) -> str:
 def readout(data: dict, k: int) -> str:
     """The readout line of a picture ``data`` (from :func:`curves`) at ``Ms[k]``: the cheapest
     algorithm, then each algorithm's exact count (or the least ``M`` it needs) and the bound.
+    A backward picture says so after ``M``: ``M = 8,192 (backward pass): cheapest ...``.
 
     The static explorer's script writes the same text.
 
@@ -143,8 +157,17 @@ def readout(data: dict, k: int) -> str:
         parts.append(data["labels"][n] + " " + (
             _commas(t) if t is not None else f"cannot run (needs M ≥ {_commas(data['min_M'][n])})"))
     parts.append("lower bound " + _commas(data["lower"][k]))
-    return (f"N = {_commas(data['N'])}, d = {data['d']}, M = {_commas(data['Ms'][k])}: cheapest "
-            f"{data['titles'][best] if best is not None else 'none'}. " + "; ".join(parts))
+    where = " (backward pass)" if data.get("backward") else ""
+    return (f"N = {_commas(data['N'])}, d = {data['d']}, M = {_commas(data['Ms'][k])}{where}: "
+            f"cheapest {data['titles'][best] if best is not None else 'none'}. "
+            + "; ".join(parts))
+
+
+def picture_title(N: int, backward: bool = False) -> str:
+    """The title of the static picture: ``Exact I/O of attention, N = 4,096`` (forward) or
+    ``Exact I/O of the attention backward pass, N = 4,096``."""
+    return (f"Exact I/O of {'the attention backward pass' if backward else 'attention'}, "
+            f"N = {_commas(N)}")
 
 
 # ---------------------------------------------------------------------------------- static HTML
@@ -157,11 +180,14 @@ _L, _R, _T, _B = 64, 16, 34, 44
 _SUP = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
-def _domain(data: dict) -> list[float]:
-    """``[x0, x1, y0, y1]``: log10 of the M range and of the I/O range rounded out to decades."""
-    ys = [t for n in data["names"] for t in data["totals"][n] if t is not None]
-    ys += [b for b in data["lower"] + data["lower_any"] if b > 0]
-    return [math.log10(data["Ms"][0]), math.log10(data["Ms"][-1]),
+def _domain(*pictures: dict) -> list[float]:
+    """``[x0, x1, y0, y1]``: log10 of the M range and of the I/O range rounded out to decades,
+    over every picture given (the forward and backward pictures of one ``d`` share axes)."""
+    ys = [t for data in pictures for n in data["names"] for t in data["totals"][n]
+          if t is not None]
+    ys += [b for data in pictures for b in data["lower"] + data["lower_any"] if b > 0]
+    Ms = [M for data in pictures for M in data["Ms"]]
+    return [math.log10(min(Ms)), math.log10(max(Ms)),
             math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))]
 
 
@@ -182,7 +208,8 @@ def _px(dom, M, y=None):
 
 
 def _frame(data: dict, dom, shown: bool) -> str:
-    """The static parts of one ``d``'s picture: ticks, grid, labels, ``M = d^2``, crossovers."""
+    """The static parts of one ``d``'s picture, shared by both passes: ticks, grid, labels and
+    the line at ``M = d^2``."""
     x0, x1, y0, y1 = dom
     bottom, right = _H - _B, _W - _R
     out = []
@@ -203,14 +230,23 @@ def _frame(data: dict, dom, shown: bool) -> str:
     out.append(f'<line x1="{x}" y1="{_T}" x2="{x}" y2="{bottom}" stroke="#000" '
                f'stroke-opacity="0.6"/><text x="{x + 4}" y="{_T + 12}">M = d² = {_commas(d2)}'
                '</text>')
-    for c in data["crossovers"]:
-        x = _px(dom, c["M"])
-        out.append(f'<line x1="{x}" y1="{_T}" x2="{x}" y2="{bottom}" stroke="#2ca02c" '
-                   f'stroke-dasharray="2 3"><title>crossover at M = {_commas(c["M"])}: '
-                   f'{c["before"]} → {c["after"]}</title></line>')
     display = "" if shown else ' display="none"'
     return (f'<g class="ioe-frame" data-d="{data["d"]}"{display} font-family="sans-serif" '
             f'font-size="11" fill="#222">{"".join(out)}</g>')
+
+
+def _cross(data: dict, dom, shown: bool) -> str:
+    """The dotted lines at the exact crossovers of one picture (one ``d``, one pass)."""
+    bottom = _H - _B
+    out = []
+    for c in data["crossovers"]:
+        x = _px(dom, c["M"])
+        out.append(f'<line x1="{x}" y1="{_T}" x2="{x}" y2="{bottom}"><title>crossover at '
+                   f'M = {_commas(c["M"])}: {c["before"]} → {c["after"]}</title></line>')
+    display = "" if shown else ' display="none"'
+    return (f'<g class="ioe-cross" data-d="{data["d"]}" '
+            f'data-pass="{"backward" if data["backward"] else "forward"}"{display} '
+            f'stroke="#2ca02c" stroke-dasharray="2 3">{"".join(out)}</g>')
 
 
 def _points(data, dom, values) -> str:
@@ -224,11 +260,14 @@ _SCRIPT = """(function () {
   var D = JSON.parse(root.querySelector("script.ioe-data").textContent);
   var W = %(W)d, H = %(H)d, L = %(L)d, R = %(R)d, T = %(T)d, B = %(B)d;
   var sM = root.querySelector("input.ioe-M"), sd = root.querySelector("input.ioe-d");
+  var sp = root.querySelector("select.ioe-pass");
   var outM = root.querySelector(".ioe-Mvalue"), outd = root.querySelector(".ioe-dvalue");
   var out = root.querySelector(".ioe-readout"), now = root.querySelector("line.ioe-now");
+  var title = root.querySelector("text.ioe-title");
   var lower = root.querySelector("polyline.ioe-lower");
   var lowerAny = root.querySelector("polyline.ioe-lower-any");
   var frames = root.querySelectorAll("g.ioe-frame");
+  var cross = root.querySelectorAll("g.ioe-cross");
   var lines = {}, marks = {};
   var ls = root.querySelectorAll("polyline.ioe-curve");
   var ms = root.querySelectorAll("circle.ioe-marker");
@@ -248,21 +287,27 @@ _SCRIPT = """(function () {
         p.push(px(c.dom, c.Ms[k]) + "," + py(c.dom, values[k]));
     return p.join(" ");
   }
-  var shownD = -1;
+  var shown = "";
   function show() {
+    var back = sp.value === "backward";
     var j = Math.max(0, Math.min(D.ds.length - 1, Math.round(+sd.value)));
-    var c = D.curves[j];
+    var c = (back ? D.backward : D.curves)[j];
     sM.max = String(c.Ms.length - 1);
     var k = Math.max(0, Math.min(c.Ms.length - 1, Math.round(+sM.value)));
     sd.value = String(j); sM.value = String(k);
-    if (j !== shownD) {
-      shownD = j;
+    if (j + sp.value !== shown) {
+      shown = j + sp.value;
       for (var f = 0; f < frames.length; f++)
         frames[f].setAttribute("display",
                                +frames[f].getAttribute("data-d") === c.d ? "inline" : "none");
+      for (f = 0; f < cross.length; f++)
+        cross[f].setAttribute("display", +cross[f].getAttribute("data-d") === c.d &&
+                              cross[f].getAttribute("data-pass") === sp.value ? "inline" : "none");
       for (var n in lines) lines[n].setAttribute("points", points(c, c.totals[n]));
       lower.setAttribute("points", points(c, c.lower));
       lowerAny.setAttribute("points", points(c, c.lower_any));
+      title.textContent = "Exact I/O of " + (back ? "the attention backward pass" : "attention") +
+        ", N = " + commas(c.N);
     }
     var M = c.Ms[k], x = px(c.dom, M);
     now.setAttribute("x1", x); now.setAttribute("x2", x);
@@ -281,13 +326,15 @@ _SCRIPT = """(function () {
       }
     }
     parts.push("lower bound " + commas(c.lower[k]));
-    outM.textContent = c.mlabels[k];
+    outM.textContent = D.mlabels[j][k];
     outd.textContent = "d = " + c.d;
     out.textContent = "N = " + commas(c.N) + ", d = " + c.d + ", M = " + commas(M) +
-      ": cheapest " + (best === null ? "none" : c.titles[best]) + ". " + parts.join("; ");
+      (back ? " (backward pass)" : "") + ": cheapest " +
+      (best === null ? "none" : c.titles[best]) + ". " + parts.join("; ");
   }
   sM.addEventListener("input", show);
   sd.addEventListener("input", show);
+  sp.addEventListener("change", show);
   show();
 })();"""
 
@@ -299,24 +346,28 @@ def _json_in_html(obj) -> str:
 
 
 def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, d: int | None = None,
-                    M: int | None = None, names=None, options=None) -> str:
-    """A self-contained HTML crossover explorer for a static page.
+                    M: int | None = None, backward: bool = False, names=None,
+                    options=None) -> str:
+    """A self-contained HTML crossover explorer for a static page, forward and backward.
 
     An inline SVG log-log plot of exact I/O against ``M`` (decade ticks, one polyline per
     algorithm in the colours of :data:`ioattn.plotting.STYLE`, the lower bound dashed, a line at
     ``M = d^2``, dotted green lines at the exact crossovers, a circle on each curve at the
     current ``M`` and a line there); a range input labelled "M" stepping through the cache
     sizes (shown as ``M = 2^k = ... entries = r d²``), a range input labelled "d" switching
-    between ``ds``, and a readout line (:func:`readout`: the cheapest algorithm and every exact
-    count). The exact totals of every ``d`` are computed here by :func:`curves` and embedded as
-    JSON in a ``<script type="application/json" class="ioe-data">`` element; a small inline
-    script recomputes the geometry from them when a slider moves. Without script the picture
-    shows the initial point. No external asset, no network access; every element sits under a
-    ``div`` with a unique id, so several explorers can share a page.
+    between ``ds``, a select labelled "pass" switching between the forward and the backward
+    pass, and a readout line (:func:`readout`: the cheapest algorithm and every exact count).
+    The exact totals of every ``d``, for both passes, are computed here by :func:`curves` and
+    embedded as JSON in a ``<script type="application/json" class="ioe-data">`` element; a
+    small inline script recomputes the geometry from them when a control changes. The two
+    passes of one ``d`` share the axes, so switching shows how much more the backward moves.
+    Without script the picture shows the initial point. No external asset, no network access;
+    every element sits under a ``div`` with a unique id, so several explorers can share a page.
 
-    The JSON object has ``ds`` and ``curves``, one :func:`curves` dict per ``d`` with, in
-    addition, ``dom`` (log10 of the plotted M and I/O ranges) and ``mlabels`` (:func:`m_label`
-    of each ``M``).
+    The JSON object has ``ds``; ``curves`` and ``backward``, one :func:`curves` dict per ``d``
+    for the forward and the backward pass, each with, in addition, ``dom`` (log10 of the
+    plotted M and I/O ranges, the same for both passes); and ``mlabels`` (per ``d``, the
+    :func:`m_label` of each ``M``).
 
     Parameters
     ----------
@@ -330,6 +381,8 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, d: int | N
         The ``d`` shown first (64 if in ``ds``, else the first).
     M : int, optional
         The ``M`` shown first: the cache size nearest to it (in log); ``d^2`` by default.
+    backward : bool, optional
+        Show the backward pass first (the forward by default).
     names, options
         As for :func:`curves`.
 
@@ -343,21 +396,26 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, d: int | N
         d = 64 if 64 in ds else ds[0]
     if d not in ds:
         raise ValueError(f"d = {d} is not one of ds = {ds}")
+    if not isinstance(backward, bool):
+        raise TypeError(f"backward must be True or False, got {backward!r}")
     j = ds.index(d)
-    pictures = []
+    forward, back, mlabels = [], [], []
     for dd in ds:
-        c = curves(N, dd, Ms, names, options)
-        c["dom"] = _domain(c)
-        c["mlabels"] = [m_label(v, dd) for v in c["Ms"]]
-        pictures.append(c)
-    c = pictures[j]
+        f, b = (curves(N, dd, Ms, names, options, backward=x) for x in (False, True))
+        f["dom"] = b["dom"] = _domain(f, b)
+        forward.append(f)
+        back.append(b)
+        mlabels.append([m_label(v, dd) for v in f["Ms"]])
+    c = (back if backward else forward)[j]
     target = d * d if M is None else M
     k = min(range(len(c["Ms"])), key=lambda i: abs(math.log(c["Ms"][i] / target)))
-    payload = _json_in_html({"ds": ds, "curves": pictures})
+    payload = _json_in_html({"ds": ds, "curves": forward, "backward": back, "mlabels": mlabels})
     uid = f"ioattn-explorer-{hashlib.sha1(payload.encode()).hexdigest()[:10]}-{next(_ids)}"
     dom, bottom = c["dom"], _H - _B
 
-    frames = "".join(_frame(p, p["dom"], p is c) for p in pictures)
+    frames = "".join(_frame(p, p["dom"], i == j) for i, p in enumerate(forward))
+    frames += "".join(_cross(p, p["dom"], i == j and p["backward"] == backward)
+                      for pics in (forward, back) for i, p in enumerate(pics))
     polylines, markers, legend = [], [], []
     lh = 16 * len(c["names"]) + 38                # the legend box, bottom left
     lx, ly = _L + 6, bottom - 6 - lh
@@ -385,7 +443,8 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, d: int | N
     now = _px(dom, c["Ms"][k])
     svg = (
         f'<svg viewBox="0 0 {_W} {_H}" width="{_W}" height="{_H}" role="img" '
-        f'aria-label="exact I/O of attention against the cache size M, log-log, N = {N}" '
+        f'aria-label="exact I/O of attention, forward or backward pass, against the cache size '
+        f'M, log-log, N = {N}" '
         'style="max-width:100%;height:auto;display:block;background:#fff">'
         f'{frames}'
         f'<rect x="{_L}" y="{_T}" width="{_W - _L - _R}" height="{_H - _T - _B}" fill="none" '
@@ -405,20 +464,26 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, d: int | N
         'cache size M (entries)</text>'
         f'<text transform="translate(14 {(_T + bottom) / 2}) rotate(-90)" text-anchor="middle">'
         'I/O (entries read + written)</text>'
-        f'<text x="{(_L + _W - _R) / 2}" y="{_T - 12}" text-anchor="middle" font-size="13">'
-        f'Exact I/O of attention, N = {_commas(N)}</text></g></svg>'
+        f'<text class="ioe-title" x="{(_L + _W - _R) / 2}" y="{_T - 12}" text-anchor="middle" '
+        f'font-size="13">{html.escape(picture_title(N, backward))}</text></g></svg>'
     )
     row = ('display:flex;gap:0.6em;align-items:center;flex-wrap:wrap;margin:0.3em 0;'
            'font-family:sans-serif;font-size:0.9em')
+    label = 'style="display:flex;gap:0.4em;align-items:center"'
+    options_html = "".join(
+        f'<option value="{v}"{" selected" if (v == "backward") == backward else ""}>{v}</option>'
+        for v in ("forward", "backward"))
     controls = (
-        f'<div style="{row}"><label style="display:flex;gap:0.4em;align-items:center">M '
+        f'<div style="{row}"><label {label}>M '
         f'<input type="range" class="ioe-M" min="0" max="{len(c["Ms"]) - 1}" value="{k}" '
         'step="1" style="width:22em;max-width:60vw"></label>'
-        f'<span class="ioe-Mvalue">{html.escape(c["mlabels"][k])}</span></div>'
-        f'<div style="{row}"><label style="display:flex;gap:0.4em;align-items:center">d '
+        f'<span class="ioe-Mvalue">{html.escape(mlabels[j][k])}</span></div>'
+        f'<div style="{row}"><label {label}>d '
         f'<input type="range" class="ioe-d" min="0" max="{len(ds) - 1}" value="{j}" step="1" '
         f'style="width:8em"></label><span class="ioe-dvalue">d = {d}</span>'
-        f'<span style="color:#666">({", ".join(map(str, ds))})</span></div>'
+        f'<span style="color:#666">({", ".join(map(str, ds))})</span>'
+        '<label style="display:flex;gap:0.4em;align-items:center;margin-left:1.5em">pass '
+        f'<select class="ioe-pass">{options_html}</select></label></div>'
     )
     text = html.escape(readout(c, k), quote=False)
     return (

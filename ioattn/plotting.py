@@ -1,5 +1,5 @@
-"""The log-log picture of a :class:`~ioattn.sweep.Sweep`: exact I/O against M, the lower bounds,
-and a vertical line at M = d^2. Used by the CLI and the book."""
+"""The log-log picture of a :class:`~ioattn.sweep.Sweep` (forward or backward): exact I/O against
+M, the lower bound, and a vertical line at M = d^2. Used by the CLI and the book."""
 
 from __future__ import annotations
 
@@ -38,6 +38,6 @@ def plot_sweep(s: Sweep, ax=None):
         ax.axvline(c.M, color="#2ca02c", lw=0.8, ls=":")
     ax.set(xscale="log", yscale="log", xlabel="cache size M (entries)",
            ylabel="I/O (entries read + written)",
-           title=f"Exact I/O of attention, N = {s.N}, d = {s.d}")
+           title=f"Exact I/O of {s.what}, N = {s.N}, d = {s.d}")
     ax.legend(fontsize="small")
     return ax

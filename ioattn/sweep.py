@@ -1,5 +1,5 @@
-"""Exact I/O of every algorithm over a range of cache sizes: the data behind the CLI's table, the
-book's figures and the crossover explorer."""
+"""Exact I/O of every algorithm over a range of cache sizes, forward or backward: the data behind
+the CLI's table, the book's figures and the crossover explorer."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from . import bounds
 from ._validate import as_count
-from .algorithms import REGISTRY, get
+from .algorithms import BACKWARD, REGISTRY, get
 from .api import io_cost
 
 __all__ = ["Sweep", "powers_of_two", "sweep"]
@@ -27,13 +27,18 @@ class Sweep:
     N, d : int
     Ms : list of int
     totals : dict of str -> list of (int or None)
-        Exact I/O (reads + writes) from :func:`ioattn.io_cost`.
+        Exact I/O (reads + writes) from :func:`ioattn.io_cost` (of the backward passes when
+        ``backward``).
     lower : list of int
         :func:`ioattn.bounds.lower_bound` for standard matrix multiplication.
     lower_any : list of int
         :func:`ioattn.bounds.lower_bound` for any matrix multiplication.
     crossovers : list of Crossover
         Exact ``M`` where the cheapest algorithm changes (:func:`ioattn.bounds.crossovers`).
+    options : dict
+        Algorithm name -> the options it was swept with (only the names that have some).
+    backward : bool
+        Whether these are the backward passes' costs and bounds.
     """
 
     N: int
@@ -44,6 +49,12 @@ class Sweep:
     lower_any: list[int]
     crossovers: list = field(default_factory=list)
     options: dict = field(default_factory=dict)
+    backward: bool = False
+
+    @property
+    def what(self) -> str:
+        """``"attention"``, or ``"the attention backward pass"`` for a backward sweep."""
+        return "the attention backward pass" if self.backward else "attention"
 
     def label(self, name: str) -> str:
         """``name`` with the options it was swept with, e.g. ``square_tiling (schedule=outer)``."""
@@ -64,7 +75,7 @@ class Sweep:
         width = max(12, *(len(n) + 2 for n in names))
         head = (f"{'M':>10}  " + "".join(f"{n:>{width}}" for n in names)
                 + f"{'lower bound':>{width}}")
-        rows = [f"I/O of attention, N = {self.N}, d = {self.d} (d^2 = {self.d ** 2}); "
+        rows = [f"I/O of {self.what}, N = {self.N}, d = {self.d} (d^2 = {self.d ** 2}); "
                 "exact counts, * = cheapest"]
         if self.options:
             rows.append("options: " + "; ".join(self.label(n) for n in names if n in self.options))
@@ -83,26 +94,38 @@ class Sweep:
         return "\n".join(rows)
 
 
-def sweep(N: int, d: int, Ms=None, names=None, options=None) -> Sweep:
+def sweep(N: int, d: int, Ms=None, names=None, options=None, *, backward: bool = False) -> Sweep:
     """Exact I/O of ``names`` (default: every registered algorithm) at each ``M`` in ``Ms``.
 
     ``Ms`` defaults to the powers of two from 4 to ``32 d^2``; ``options`` maps a name to its
-    options. Crossovers are located exactly between the smallest and largest ``M``.
+    options. Crossovers are located exactly between the smallest and largest ``M``. With
+    ``backward=True`` the costs are those of the backward passes
+    (``io_cost(..., backward=True)``, default: every registered backward pass) and the bounds and
+    crossovers are the backward's.
+
+    >>> s = sweep(4096, 64, [1024, 65536], backward=True)
+    >>> s.cheapest(), s.lower[1] == bounds.lower_bound(4096, 64, 65536, backward=True)
+    (['standard', 'flash'], True)
     """
     N, d = as_count(N, "N"), as_count(d, "d")
+    if not isinstance(backward, bool):
+        raise TypeError(f"backward must be True or False, got {backward!r}")
     Ms = [as_count(M, "M") for M in (Ms if Ms is not None else powers_of_two(4, 32 * d * d))]
-    names = sorted(names or REGISTRY)
+    names = sorted(names or (BACKWARD if backward else REGISTRY))
     options = options or {}
     totals = {}
     for name in names:
         opts = options.get(name, {})
-        least = get(name).min_M(d, **{**get(name).options, **opts})
-        totals[name] = [io_cost(name, N, d, M, **opts).total if M >= least else None for M in Ms]
+        algo = get(name, backward)
+        least = algo.min_M(d, **{**algo.options, **opts})
+        totals[name] = [io_cost(name, N, d, M, backward=backward, **opts).total
+                        if M >= least else None for M in Ms]
     return Sweep(
         N, d, Ms, totals,
-        lower=[bounds.lower_bound(N, d, M) for M in Ms],
-        lower_any=[bounds.lower_bound(N, d, M, matmul="any") for M in Ms],
-        crossovers=(bounds.crossovers(N, d, min(Ms), max(Ms), names, options)
+        lower=[bounds.lower_bound(N, d, M, backward=backward) for M in Ms],
+        lower_any=[bounds.lower_bound(N, d, M, matmul="any", backward=backward) for M in Ms],
+        crossovers=(bounds.crossovers(N, d, min(Ms), max(Ms), names, options, backward=backward)
                     if len(Ms) > 1 else []),
         options={name: dict(options[name]) for name in names if options.get(name)},
+        backward=backward,
     )

@@ -2,9 +2,10 @@
 
 - :func:`explorer`: the crossover explorer. The same picture as
   :func:`ioattn.explorer.static_explorer` (exact I/O of each algorithm against the cache size
-  ``M``, the lower bounds, ``M = d^2``), with sliders for ``N``, ``d`` and ``log2 M``, a checkbox
-  per algorithm, a readout naming the cheapest algorithm, and a "simulate" button that runs the
-  algorithms through the memory model and checks the counts against :func:`ioattn.io_cost`.
+  ``M``, the lower bounds, ``M = d^2``), with sliders for ``N``, ``d`` and ``log2 M``, a
+  forward/backward toggle, a checkbox per algorithm, a readout naming the cheapest algorithm,
+  and a "simulate" button that runs the algorithms (or their backward passes) through the memory
+  model and checks the counts against :func:`ioattn.io_cost`.
 - :func:`stepper`: a red-blue pebble game replayed move by move
   (:func:`ioattn.pebble.view.stepper`).
 
@@ -21,49 +22,62 @@ import math
 from ._optional import import_ipywidgets
 from .algorithms import get
 from .api import io_cost
-from .explorer import DEFAULT_NAMES, DEFAULT_OPTIONS, OTHER_COLOUR, curves, m_label
+from .explorer import (
+    DEFAULT_NAMES,
+    DEFAULT_OPTIONS,
+    OTHER_COLOUR,
+    curves,
+    m_label,
+    picture_title,
+)
 from .pebble.view import stepper
 from .plotting import STYLE, TITLES
 
 __all__ = ["explorer", "stepper"]
 
 
-def _simulate(names, N, d, M, options, seed=0):
-    """Run each of ``names`` at ``(N, d, M)`` on random data; ``{name: (io, io_cost) or None}``."""
+def _simulate(names, N, d, M, options, backward=False, seed=0):
+    """Run each of ``names`` (their backward passes with ``backward``) at ``(N, d, M)`` on random
+    data; ``{name: (io, io_cost) or None}``."""
     import numpy as np
 
-    from .api import run
+    from .api import run, run_backward
 
     rng = np.random.default_rng(seed)
-    Q, K, V = (rng.standard_normal((N, d)) for _ in range(3))
+    Q, K, V, dO = (rng.standard_normal((N, d)) for _ in range(4))
     out = {}
     for n in names:
         opts = options.get(n, {})
-        algo = get(n)
+        algo = get(n, backward)
         if M < algo.min_M(d, **{**algo.options, **opts}):
             out[n] = None
             continue
-        out[n] = (run(n, Q, K, V, M, **opts).io, io_cost(n, N, d, M, **opts))
+        counted = (run_backward(n, Q, K, V, dO, M, **opts) if backward
+                   else run(n, Q, K, V, M, **opts)).io
+        out[n] = (counted, io_cost(n, N, d, M, backward=backward, **opts))
     return out
 
 
 def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None, *,
-             options=None, N_sim_max: int = 256, dpi: int = 80):
+             backward: bool = False, options=None, N_sim_max: int = 256, dpi: int = 80):
     """The crossover explorer as an ipywidgets widget, for a notebook with a live kernel.
 
     Sliders for ``N`` (powers of two from 256 to 65536), ``d`` (powers of two from 16 to 256)
-    and ``log2 M``; a checkbox per algorithm; a matplotlib log-log plot (rendered to PNG by the
+    and ``log2 M``; a "pass" toggle between the forward and the backward pass (the backward
+    passes' exact I/O, ``io_cost(..., backward=True)``, and the backward bounds); a checkbox per
+    algorithm; a matplotlib log-log plot (rendered to PNG by the
     Agg backend into an ``ipywidgets.Image``, so no ipympl is needed) of exact I/O against ``M``
     for the checked algorithms with the lower bounds (standard and any matrix multiplication),
     a line at ``M = d^2`` and a marker on each curve at the current ``M``; a readout (each exact
-    count, the cheapest). The curves come from
-    :func:`curves` (cached per ``(N, d)``); moving ``M`` only moves the markers, and the figure is
-    kept and its lines updated, never recreated.
+    count, the cheapest). The curves come from :func:`curves` (cached per ``(N, d)`` and pass);
+    moving ``M`` only moves the markers, and the figure is kept and its lines updated, never
+    recreated.
 
-    A "simulate" button runs :func:`ioattn.run` on random data at ``(N_sim, d, M)`` with
-    ``N_sim = min(N, N_sim_max)`` (the simulation moves every entry in Python: at ``N = 4096`` it
-    can take minutes) for every checked algorithm, and reports whether each counted ``io``
-    equals :func:`ioattn.io_cost` at that size.
+    A "simulate" button runs :func:`ioattn.run` (:func:`ioattn.run_backward` for the backward
+    pass) on random data at ``(N_sim, d, M)`` with ``N_sim = min(N, N_sim_max)`` (the simulation
+    moves every entry in Python: at ``N = 4096`` it can take minutes) for every checked
+    algorithm, and reports whether each counted ``io`` equals :func:`ioattn.io_cost` at that
+    size.
 
     Parameters
     ----------
@@ -73,6 +87,8 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
         The initial ``log2 M``; ``log2 d^2`` by default.
     names : list of str, optional
         The algorithms checked at first (every one of :data:`DEFAULT_NAMES` by default).
+    backward : bool, optional
+        Start on the backward pass (the forward by default).
     options : dict, optional
         Algorithm name -> options; :data:`DEFAULT_OPTIONS` by default.
     N_sim_max : int, optional
@@ -83,13 +99,14 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
     Returns
     -------
     ipywidgets.VBox
-        The widget, with extra attributes: ``update(N=None, d=None, log2_M=None, names=None)``
-        (set any of them and redraw once; returns the readout text), ``simulate()`` (what the
-        button does; returns its report), ``controls`` (a dict of the sliders, checkboxes and
-        button), ``readout`` and ``sim_readout`` (``HTML`` widgets), ``image`` (the ``Image``),
+        The widget, with extra attributes: ``update(N=None, d=None, log2_M=None, names=None,
+        backward=None)`` (set any of them and redraw once; returns the readout text),
+        ``simulate()`` (what the button does; returns its report), ``controls`` (a dict of the
+        sliders, checkboxes and button, and ``"pass"``, the forward/backward toggle),
+        ``readout`` and ``sim_readout`` (``HTML`` widgets), ``image`` (the ``Image``),
         ``figure``, ``lines`` and ``markers`` (name -> matplotlib ``Line2D``; the lower bounds
         are ``lines["lower"]`` and ``lines["lower_any"]``) and ``state`` (the current ``N``,
-        ``d``, ``M``, totals, cheapest).
+        ``d``, ``M``, ``backward``, totals, cheapest).
 
     Raises
     ------
@@ -98,6 +115,8 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
         widgets).
     """
     widgets = import_ipywidgets("ioattn.widgets.explorer", "ioattn.explorer.static_explorer")
+    if not isinstance(backward, bool):
+        raise TypeError(f"backward must be True or False, got {backward!r}")
     import io
 
     import PIL.Image
@@ -113,10 +132,10 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
     ds = sorted({1 << k for k in range(4, 9)} | {int(d)})
     cache: dict = {}
 
-    def data_for(n_, d_):
-        if (n_, d_) not in cache:
-            cache[(n_, d_)] = curves(n_, d_, names=all_names, options=options)
-        return cache[(n_, d_)]
+    def data_for(n_, d_, b_=False):
+        if (n_, d_, b_) not in cache:
+            cache[(n_, d_, b_)] = curves(n_, d_, names=all_names, options=options, backward=b_)
+        return cache[(n_, d_, b_)]
 
     def m_max(d_):
         return math.log2(64 * d_ * d_)
@@ -129,6 +148,10 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
     sM = widgets.FloatSlider(value=min(max(start, 4.0), m_max(d)), min=4.0, max=m_max(d),
                              step=0.05, description="log2 M", readout_format=".2f",
                              continuous_update=True)
+    sp = widgets.ToggleButtons(options=["forward", "backward"],
+                               value="backward" if backward else "forward", description="pass",
+                               tooltips=["the forward pass: O from Q, K, V",
+                                         "the backward pass: dQ, dK, dV from Q, K, V, dO, O, L"])
     boxes = {n: widgets.Checkbox(value=n in checked, description=data_for(N, d)["labels"][n],
                                  indent=False) for n in all_names}
     button = widgets.Button(description="simulate", tooltip="run the checked algorithms on "
@@ -159,20 +182,21 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
     busy = [False]
 
     def redraw():
-        n_, d_ = sN.value, sd.value
-        c = data_for(n_, d_)
+        n_, d_, b_ = sN.value, sd.value, sp.value == "backward"
+        c = data_for(n_, d_, b_)
         M = max(1, round(2 ** sM.value))
         shown = [n for n in all_names if boxes[n].value]
         totals = {}
         for n in all_names:
-            algo, opts = get(n), options.get(n, {})
+            algo, opts = get(n, b_), options.get(n, {})
             ok = M >= algo.min_M(d_, **{**algo.options, **opts})
-            totals[n] = io_cost(n, n_, d_, M, **opts).total if ok else None
-        lower = bounds.lower_bound(n_, d_, M)
+            totals[n] = io_cost(n, n_, d_, M, backward=b_, **opts).total if ok else None
+        lower = bounds.lower_bound(n_, d_, M, backward=b_)
         runnable = [(totals[n], n) for n in sorted(shown) if totals[n] is not None]
         best = min(runnable)[1] if runnable else None
-        full = state.get("key") != (n_, d_) or state.get("shown") != shown
-        if state.get("key") != (n_, d_):
+        key = (n_, d_, b_)
+        full = state.get("key") != key or state.get("shown") != shown
+        if state.get("key") != key:
             for n in all_names:
                 pts = [(m, t) for m, t in zip(c["Ms"], c["totals"][n]) if t is not None]
                 lines[n].set_data(*zip(*pts)) if pts else lines[n].set_data([], [])
@@ -185,15 +209,15 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
             ys += [b for b in c["lower"] + c["lower_any"] if b > 0]
             ax.set_xlim(c["Ms"][0] / 1.2, c["Ms"][-1] * 1.2)
             ax.set_ylim(min(ys) / 1.5, max(ys) * 1.5)
-            ax.set_title(f"Exact I/O of attention, N = {n_:,}, d = {d_}")
+            ax.set_title(f"{picture_title(n_, b_)}, d = {d_}")
         for n in all_names:
             lines[n].set_visible(n in shown)
             t = totals[n]
             markers[n].set_visible(n in shown and t is not None)
             markers[n].set_data([M], [t if t is not None else 1])
         now_line.set_xdata([M, M])
-        state.update(key=(n_, d_), N=n_, d=d_, M=M, totals=totals, lower=lower, cheapest=best,
-                     shown=shown)
+        state.update(key=key, N=n_, d=d_, M=M, backward=b_, totals=totals, lower=lower,
+                     cheapest=best, shown=shown)
         # Blitting: the curves, axes and legend are drawn (with the layout) only when N, d or
         # the checked algorithms change; a move of M restores that background and draws the
         # line at M and the markers (the "animated" artists) on it.
@@ -217,17 +241,21 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
             + "</td></tr>" for n in shown)
         title = TITLES.get(best, best) if best else "none"
         text.value = (
-            f"<div style='font-family:monospace'>N = {n_:,}, d = {d_}, "
-            f"{html.escape(m_label(M, d_))}<br>cheapest: <b>{title}</b>"
+            f"<div style='font-family:monospace'>{'backward pass: ' if b_ else ''}"
+            f"N = {n_:,}, d = {d_}, {html.escape(m_label(M, d_))}<br>cheapest: <b>{title}</b>"
             f"<table>{rows}<tr><td>lower bound (standard matmul)</td>"
             f"<td style='text-align:right'>{lower:,}</td></tr></table></div>")
         return text.value
 
-    def update(N=None, d=None, log2_M=None, names=None):
-        """Set any of ``N``, ``d``, ``log2_M``, ``names`` (the checked algorithms) and redraw
-        once; returns the readout HTML."""
+    def update(N=None, d=None, log2_M=None, names=None, backward=None):
+        """Set any of ``N``, ``d``, ``log2_M``, ``names`` (the checked algorithms), ``backward``
+        (the pass) and redraw once; returns the readout HTML."""
         busy[0] = True
         try:
+            if backward is not None:
+                if not isinstance(backward, bool):
+                    raise TypeError(f"backward must be True or False, got {backward!r}")
+                sp.value = "backward" if backward else "forward"
             if N is not None:
                 sN.value = int(N)
             if d is not None:
@@ -256,10 +284,10 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
     def simulate(_=None):
         """Run the checked algorithms at ``N_sim = min(N, N_sim_max)`` and report agreement."""
         n_sim = min(sN.value, N_sim_max)
-        d_, M = sd.value, max(1, round(2 ** sM.value))
+        d_, M, b_ = sd.value, max(1, round(2 ** sM.value)), sp.value == "backward"
         shown = [n for n in all_names if boxes[n].value]
         sim_text.value = f"<i>simulating at N = {n_sim} ...</i>"
-        got = _simulate(shown, n_sim, d_, M, options)
+        got = _simulate(shown, n_sim, d_, M, options, backward=b_)
         ran = {n: v for n, v in got.items() if v is not None}
         agree = all(io == cost for io, cost in ran.values())
         rows = "".join(
@@ -270,22 +298,23 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
         note = (f" (N = {sN.value:,} would take long: simulated at N = {n_sim})"
                 if n_sim < sN.value else "")
         sim_text.value = (
-            f"<div style='font-family:monospace'>simulated ioattn.run on random data at "
+            f"<div style='font-family:monospace'>simulated ioattn."
+            f"{'run_backward' if b_ else 'run'} on random data at "
             f"N = {n_sim}, d = {d_}, M = {M:,}{html.escape(note)}<table>{rows}</table>"
             f"counts agree: <b>{'yes' if ran and agree else 'no' if ran else 'nothing ran'}"
             "</b></div>")
         return sim_text.value
 
-    for w in (sN, sd, sM, *boxes.values()):
+    for w in (sN, sd, sM, sp, *boxes.values()):
         w.observe(on_change, names="value")
     button.on_click(simulate)
     redraw()
     box = widgets.VBox([
-        widgets.HBox([sN, sd]), sM, widgets.HBox(list(boxes.values())), image, text,
+        widgets.HBox([sN, sd]), sM, sp, widgets.HBox(list(boxes.values())), image, text,
         widgets.HBox([button]), sim_text,
     ])
     box.update, box.simulate = update, simulate
-    box.controls = {"N": sN, "d": sd, "log2_M": sM, "simulate": button, **boxes}
+    box.controls = {"N": sN, "d": sd, "log2_M": sM, "pass": sp, "simulate": button, **boxes}
     box.readout, box.sim_readout, box.image = text, sim_text, image
     box.figure, box.lines, box.markers, box.state = fig, lines, markers, state
     return box

@@ -3,6 +3,7 @@ crossover helper finds exact change points."""
 
 import itertools
 import math
+from fractions import Fraction
 
 import pytest
 from hypothesis import given
@@ -131,3 +132,268 @@ def test_crossovers_range_and_defaults():
         assert bounds.cheapest(4096, 64, c.M - 1) == c.before
         assert bounds.cheapest(4096, 64, c.M) == c.after
     assert math.isclose(every[-1].M / 64 ** 2, every[-1].M / 4096)
+
+
+# ------------------------------------------------------------------------------- backward pass
+#: Every backward pass with every option value worth testing.
+BACKWARD = [("flash", {}), ("square_tiling", {}), ("square_tiling", {"schedule": "outer"}),
+            ("standard", {})]
+BACKWARD_IDS = [name + "".join(f"-{v}" for v in opts.values()) for name, opts in BACKWARD]
+
+
+def least_M_backward(name, d, options):
+    from ioattn.algorithms import get
+
+    algo = get(name, backward=True)
+    return algo.min_M(d, **{**algo.options, **options})
+
+
+def check_backward_point(name, options, N, d, M):
+    io = ioattn.io_cost(name, N, d, M, backward=True, **options).total
+    standard = bounds.lower_bound(N, d, M, backward=True)
+    assert io >= standard, "below the backward standard-matmul lower bound"
+    assert standard >= bounds.lower_bound(N, d, M), "the backward bound is weaker than forward"
+    assert io >= bounds.lower_bound(N, d, M, matmul="any", backward=True), \
+        "below the backward any-matmul lower bound"
+    assert io <= bounds.upper_bound(name, N, d, M, backward=True, **options), \
+        "above its own backward upper bound"
+
+
+BACKWARD_GRID = list(itertools.product([1, 7, 64, 257, 1024, 4096], [1, 3, 16, 64, 128],
+                                       [2 ** k for k in range(2, 21, 2)] + [3, 5, 1000, 12345]))
+
+
+@pytest.mark.parametrize("name, options", BACKWARD, ids=BACKWARD_IDS)
+def test_backward_bounds_hold_on_a_grid(name, options):
+    checked = 0
+    for N, d, M in BACKWARD_GRID:
+        if M >= least_M_backward(name, d, options):
+            check_backward_point(name, options, N, d, M)
+            checked += 1
+    assert checked > 100
+
+
+@given(N=st.integers(1, 5000), d=st.integers(1, 300), M=st.integers(3, 10 ** 6),
+       which=st.integers(0, len(BACKWARD) - 1))
+def test_backward_bounds_hold_on_drawn_sizes(N, d, M, which):
+    name, options = BACKWARD[which]
+    M = max(M, least_M_backward(name, d, options))
+    check_backward_point(name, options, N, d, M)
+
+
+def test_backward_lower_bounds_by_hand():
+    # inputs Q, K, V, dO, O (5Nd) and L (N) read; dQ, dK, dV (3Nd) written
+    assert bounds.trivial_lower(10, 3, backward=True) == 5 * 30 + 10 + 3 * 30 == 250
+    assert bounds.trivial_lower(10, 3, backward=True, given_D=True) == 4 * 30 + 20 + 90 == 230
+    # the trees of Q K^T and of dO V^T: 2 N^2 of them. N = 4096, d = 64, M = d^2:
+    # ceil(2 N^2 d^2 / (4 M d^2 + M^2)) = ceil(8192 / 5) = 1639 parts
+    assert bounds.partition_lower(4096, 64, 4096, backward=True) == 4096 * 1638
+    # N = 1024, d = 256, M = 64: ceil(2 N^2 d / M^1.5) = 2^21 * 2^8 / 2^9 = 2^20 segments,
+    # less the 2 N^2 writes of S and dP
+    assert bounds.reduction_lower(1024, 256, 64, backward=True) == \
+        64 * (2 ** 20 - 1) - 2 * 1024 ** 2
+    assert bounds.reduction_lower(1024, 64, 4096, backward=True) == 0    # vacuous at M = d^2
+    # the strongest: the partition bound at M = d^2, the reduction bound far below, trivial on top
+    assert bounds.lower_bound(4096, 64, 4096, backward=True) == 4096 * 1638
+    assert bounds.lower_bound(1024, 256, 64, backward=True) == 64 * (2 ** 20 - 1) - 2 * 2 ** 20
+    assert bounds.lower_bound(64, 64, 2 ** 20, backward=True) == 8 * 64 * 64 + 64
+    # any matmul: the forward's theorem, with the backward's trivial bound
+    # (N^2 d^2 / (8 M^2) = 2^40 / 2^29 epochs at N = 16384, d = 64, M = 8192)
+    assert bounds.lower_bound(16384, 64, 8192, "any", backward=True) == 8192 * 2047
+    assert bounds.lower_bound(16, 64, 8192, "any", backward=True) == 8 * 16 * 64 + 16
+
+
+def test_backward_order_regime_and_errors():
+    # [LLSS]: min((N^2 d^2 + N d^3) / M, (N^2 d + N d^2) / sqrt(M)), equal at M = d^2
+    assert bounds.order(100, 8, 64, backward=True) == (100 ** 2 * 64 + 100 * 512) / 64 == 10800
+    assert bounds.order(100, 8, 16, backward=True) == (100 ** 2 * 8 + 100 * 64) / 4
+    assert bounds.regime(64, 4096, backward=True) == "large"
+    assert bounds.regime(64, 4095, backward=True) == "small"
+    with pytest.raises(TypeError, match="backward must be True or False"):
+        bounds.lower_bound(10, 2, 10, backward="yes")
+    with pytest.raises(ValueError, match="given_D concerns the backward pass"):
+        bounds.trivial_lower(10, 2, given_D=True)
+    with pytest.raises(ValueError, match="at least M = 452"):       # 7d + 4 for d = 64
+        bounds.upper_bound("flash", 10, 64, 451, backward=True)
+    with pytest.raises(ValueError, match="explicit block"):
+        bounds.upper_bound("flash", 10, 8, 1000, backward=True, block=(2, 2))
+    with pytest.raises(ValueError, match="unknown backward pass"):
+        bounds.upper_bound("nope", 10, 8, 1000, backward=True)
+    with pytest.raises(ValueError, match="no mask, no save_lse"):
+        bounds.upper_bound("flash", 10, 8, 1000, save_lse=True)
+    with pytest.raises(ValueError, match="no mask, no save_lse"):
+        bounds.upper_bound("standard", 4, 8, 1000, backward=True, mask=[[True] * 4] * 4)
+
+
+def test_backward_flash_upper_bound_formula():
+    # 9Nd + 3N + floor(N^2 (4d + 2)^2 / (M - 7d - 3)), within a few percent for large N
+    N, d, M = 4096, 64, 4 * 64 * 64
+    exact = ioattn.io_cost("flash", N, d, M, backward=True).total
+    assert bounds.upper_bound("flash", N, d, M, backward=True) == \
+        9 * N * d + 3 * N + N * N * 258 ** 2 // (M - 7 * d - 3)
+    assert exact <= bounds.upper_bound("flash", N, d, M, backward=True) <= 1.1 * exact
+
+
+def test_backward_bounds_are_tight_up_to_constants():
+    """FlashAttention's backward within 50x of the backward lower bound for M >= d^2; outer
+    square tiling's within 10x for M = d^2 / 64."""
+    N = 8192
+    for d in (32, 64, 128):
+        for M in (d * d, 4 * d * d, 16 * d * d):
+            assert ioattn.io_cost("flash", N, d, M, backward=True).total <= \
+                50 * bounds.lower_bound(N, d, M, backward=True)
+        M = d * d // 64
+        assert ioattn.io_cost("square_tiling", N, d, M, backward=True, schedule="outer").total \
+            <= 10 * bounds.lower_bound(N, d, M, backward=True)
+
+
+def test_backward_cheapest():
+    assert bounds.cheapest(4096, 64, 16 * 4096, backward=True) == "flash"
+    assert bounds.cheapest(4096, 64, 64, backward=True) == "standard"
+    outer = {"square_tiling": {"schedule": "outer"}}
+    assert bounds.cheapest(4096, 64, 1024, options=outer, backward=True) == "square_tiling"
+    # flash's backward needs M >= 7d + 4 = 452; its forward runs from 4d + 4 = 260
+    assert bounds.cheapest(4096, 64, 300, names=["flash"], backward=True) is None
+    assert bounds.cheapest(4096, 64, 300, names=["flash"]) == "flash"
+
+
+def _winner_changes(N, d, schedule, M_lo, M_hi):
+    """Every M in (M_lo, M_hi] where the cheaper of flash and square tiling (backward) changes."""
+    prev, changes = None, []
+    for M in range(M_lo, M_hi + 1):
+        f = ioattn.io_cost("flash", N, d, M, backward=True).total
+        s = ioattn.io_cost("square_tiling", N, d, M, backward=True, schedule=schedule).total
+        w = "flash" if f < s else "square_tiling"
+        if prev is not None and w != prev:
+            changes.append(M)
+        prev = w
+    return changes
+
+
+@pytest.mark.parametrize("d", [16, 32, 64, 128])
+@pytest.mark.parametrize("schedule", ["blocked", "outer"])
+def test_backward_flash_and_square_tiling_cross_near_d_squared(d, schedule):
+    names, options = ["flash", "square_tiling"], {"square_tiling": {"schedule": schedule}}
+    found = bounds.crossovers(4096, d, names=names, options=options, backward=True)
+    assert found and found[0].before == "square_tiling" and found[-1].after == "flash"
+    for c in found:
+        assert d * d / 8 <= c.M <= 4 * d * d
+        assert bounds.cheapest(4096, d, c.M - 1, names, options, backward=True) == c.before
+        assert bounds.cheapest(4096, d, c.M, names, options, backward=True) == c.after
+
+
+@pytest.mark.parametrize("d, top", [(16, 32), (32, 8)])
+@pytest.mark.parametrize("schedule", ["blocked", "outer"])
+def test_backward_every_change_lies_near_d_squared(d, top, schedule):
+    """Every M (not only powers of two) from where flash's backward runs to ``top d^2``: the
+    winner changes only inside [d^2/8, 4d^2] (the outer schedule trades places more than once
+    at d = 16, which crossovers() reports as one change)."""
+    changes = _winner_changes(4096, d, schedule, 7 * d + 4, top * d * d)
+    assert changes and all(d * d / 8 <= M <= 4 * d * d for M in changes)
+    assert len(changes) % 2 == 1                               # square tiling first, flash last
+    found = bounds.crossovers(4096, d, names=["flash", "square_tiling"],
+                              options={"square_tiling": {"schedule": schedule}}, backward=True)
+    assert {c.M for c in found} <= set(changes)
+
+
+def test_backward_crossovers_defaults():
+    every = bounds.crossovers(4096, 64, backward=True)
+    assert every and every[-1].after == "flash"
+    for c in every:
+        assert bounds.cheapest(4096, 64, c.M - 1, backward=True) == c.before
+        assert bounds.cheapest(4096, 64, c.M, backward=True) == c.after
+    assert bounds.crossovers(4096, 64, 2 ** 14, 2 ** 17, backward=True) == []
+
+
+# ------------------------------------------------------------------------------ sparse attention
+SPARSE_GRID = list(itertools.product([1, 7, 64, 1024, 4096], [1, 16, 64, 256],
+                                     [3, 64, 1000, 4096, 2 ** 16, 2 ** 20]))
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_sparse_at_Z_equal_N_squared_is_dense(backward):
+    for N, d, M in SPARSE_GRID:
+        Z = N * N
+        assert bounds.sparse_partition_lower(N, d, M, Z, backward=backward) == \
+            bounds.partition_lower(N, d, M, backward=backward)
+        assert bounds.sparse_reduction_lower(N, d, M, Z, backward=backward) == \
+            bounds.reduction_lower(N, d, M, backward=backward)
+        assert bounds.sparse_trivial_lower(N, d, Z, backward=backward) == \
+            bounds.trivial_lower(N, d, backward=backward)
+        assert bounds.sparse_lower(N, d, M, Z, backward=backward) == \
+            bounds.lower_bound(N, d, M, backward=backward)
+    for N, d in itertools.product([1, 5, 64], [1, 2, 3, 64]):
+        assert bounds.sparse_trivial_lower(N, d, N * N, backward=True, given_D=True) == \
+            bounds.trivial_lower(N, d, backward=True, given_D=True)
+
+
+@given(N=st.integers(1, 3000), d=st.integers(1, 300), M=st.integers(3, 10 ** 6),
+       a=st.integers(0, 10 ** 7), b=st.integers(0, 10 ** 7), backward=st.booleans())
+def test_sparse_bounds_are_monotone_in_Z(N, d, M, a, b, backward):
+    Z1, Z2 = sorted((a % (N * N + 1), b % (N * N + 1)))
+    # (The reduction bound is not monotone in Z: see the test below.)
+    assert bounds.sparse_partition_lower(N, d, M, Z1, backward=backward) <= \
+        bounds.sparse_partition_lower(N, d, M, Z2, backward=backward)
+    assert bounds.sparse_trivial_lower(N, d, Z1, backward=backward) <= \
+        bounds.sparse_trivial_lower(N, d, Z2, backward=backward)
+    assert bounds.sparse_lower(N, d, M, Z2, backward=backward) <= \
+        bounds.lower_bound(N, d, M, backward=backward)
+
+
+def test_sparse_reduction_bound_is_not_monotone_in_Z():
+    """Its "- Z" (the scores the reduction writes) can outgrow the ceiling: the bound holds for
+    each Z, but a larger Z may give a smaller bound."""
+    assert bounds.sparse_reduction_lower(2, 3, 3, 2) == 1
+    assert bounds.sparse_reduction_lower(2, 3, 3, 3) == 0
+
+
+def test_sparse_bounds_by_hand():
+    N, d, M = 4096, 64, 4096
+    causal = N * (N + 1) // 2                                      # 8,390,656 entries
+    # ceil(Z d^2 / (4 M d^2 + M^2)) = ceil(8390656 / 20480) = ceil(409.7) = 410 parts
+    assert bounds.sparse_partition_lower(N, d, M, causal) == 4096 * 409
+    # backward: 2Z trees, ceil(16781312 / 20480) = ceil(819.4) = 820 parts
+    assert bounds.sparse_partition_lower(N, d, M, causal, backward=True) == 4096 * 819
+    # a quarter of the blocks of 128 x 128 at N = 1024: Z = N^2 / 4 = 2^18. d = 256, M = 64:
+    # ceil(Z d / M^1.5) = 2^18 2^8 / 2^9 = 2^17 segments, less the Z writes
+    mask = [[(I + J) % 4 == 0 for J in range(8)] for I in range(8)]
+    assert bounds.block_density(mask) == Fraction(1, 4)
+    Z = bounds.block_sparse_Z(1024, mask, (128, 128))
+    assert Z == 2 ** 18 == bounds.block_density(mask) * 1024 ** 2
+    assert bounds.sparse_reduction_lower(1024, 256, 64, Z) == 64 * (2 ** 17 - 1) - 2 ** 18
+    assert bounds.sparse_reduction_lower(1024, 256, 64, Z, backward=True) == \
+        64 * (2 ** 18 - 1) - 2 ** 19
+    # trivial: the rows I and columns J that hold the Z entries. The diagonal alone, Z = N:
+    # |I| + |J| >= ceil(2 sqrt(N)) (the bound cannot see that |I| = |J| = N here)
+    assert bounds.sparse_trivial_lower(100, 4, 100) == 2 * 4 * 20
+    assert bounds.sparse_trivial_lower(100, 4, 100, backward=True) == 4 * 4 * 20 + 1
+    assert bounds.sparse_trivial_lower(100, 4, 100, backward=True, given_D=True) == \
+        (3 * 4 + 2) * 20 + (4 * 4 - 14) * 1
+    # one row of Q K^T (Z = N): 1 row of Q and O, N rows of K and V. 2d * ceil(2 sqrt(N))
+    # <= 2d (1 + N), so the bound holds for that pattern too
+    assert bounds.sparse_trivial_lower(100, 4, 100) <= 2 * 4 * (1 + 100)
+    assert bounds.sparse_lower(4096, 64, 4096, 0) == 0              # nothing computed
+
+
+def test_block_sparse_Z_clips_and_checks():
+    # N = 6 in 4 x 4 blocks: block sides 4 and 2; computed (0, 0), (1, 0), (1, 1)
+    assert bounds.block_sparse_Z(6, [[1, 0], [1, 1]], (4, 4)) == 16 + 8 + 4
+    assert bounds.block_sparse_Z(6, [[True, True], [True, True]], (4, 4)) == 36
+    assert bounds.block_sparse_Z(5, [[1], [0], [1]], (2, 5)) == 10 + 5
+    with pytest.raises(ValueError, match="needs \\(2, 2\\)"):
+        bounds.block_sparse_Z(6, [[1, 0, 1]], (4, 4))
+    with pytest.raises(ValueError, match="rectangular"):
+        bounds.block_sparse_Z(6, [[1, 0], [1]], (4, 4))
+    with pytest.raises(TypeError, match="pair"):
+        bounds.block_sparse_Z(6, [[1]], 6)
+
+
+def test_sparse_errors():
+    with pytest.raises(ValueError, match="Z <= N\\^2 = 100"):
+        bounds.sparse_lower(10, 2, 10, 101)
+    with pytest.raises(ValueError, match="Z must be at least 0"):
+        bounds.sparse_partition_lower(10, 2, 10, -1)
+    with pytest.raises(TypeError, match="Z must be an integer"):
+        bounds.sparse_reduction_lower(10, 2, 10, 2.5)
+    with pytest.raises(ValueError, match="given_D concerns the backward pass"):
+        bounds.sparse_trivial_lower(10, 2, 10, given_D=True)

@@ -36,6 +36,16 @@ def test_options_reach_the_algorithms(capsys):
     assert "every count equals its closed form" in out
 
 
+def test_backward_sweep_is_checked_against_the_simulation(capsys):
+    assert main(["sweep", "--N", "64", "--d", "8", "--M-min", "128", "--M-max", "256",
+                 "--backward", "--check"]) == 0
+    out = capsys.readouterr().out
+    flash = ioattn.io_cost("flash", 64, 8, 256, backward=True).total
+    assert "backward pass" in out and f"{flash:,}" in out
+    assert flash != ioattn.io_cost("flash", 64, 8, 256).total
+    assert "checked 6 runs: every count equals its closed form" in out   # 3 algorithms x 2 M
+
+
 def test_plot_is_written(tmp_path, capsys):
     target = tmp_path / "sweep.png"
     assert main(["sweep", "--N", "512", "--d", "16", "--plot", str(target)]) == 0

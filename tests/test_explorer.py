@@ -1,6 +1,7 @@
 """The crossover explorer: its data, the static HTML (and its script, under node) and the widget."""
 
 import json
+import math
 import re
 import shutil
 import subprocess
@@ -9,11 +10,13 @@ import sys
 import pytest
 
 from ioattn import io_cost
+from ioattn.bounds import lower_bound
 from ioattn.explorer import (
     DEFAULT_OPTIONS,
     curves,
     default_Ms,
     m_label,
+    picture_title,
     readout,
     static_explorer,
 )
@@ -48,6 +51,31 @@ def test_curves_equal_sweep_and_io_cost():
                 assert t is None
     assert c["totals"]["flash"][0] is None          # flash needs M >= 4d + 4
     assert json.loads(json.dumps(c)) == c           # JSON-ready
+    assert c["backward"] is False
+
+
+def test_backward_curves_equal_sweep_and_io_cost():
+    N, d = 512, 32
+    c = curves(N, d, backward=True)
+    s = sweep(N, d, default_Ms(d), NAMES, DEFAULT_OPTIONS, backward=True)
+    assert c["backward"] is True and c["Ms"] == s.Ms == curves(N, d)["Ms"]
+    assert c["totals"] == s.totals and c["lower"] == s.lower and c["cheapest"] == s.cheapest()
+    assert c["lower"] == [lower_bound(N, d, M, backward=True) for M in c["Ms"]]
+    assert [(x["M"], x["before"], x["after"]) for x in c["crossovers"]] == \
+        [tuple(x) for x in s.crossovers]
+    assert c["min_M"]["flash"] == 7 * d + 4                 # the backward's least cache
+    for name in NAMES:
+        opts = DEFAULT_OPTIONS.get(name, {})
+        for M, t in zip(c["Ms"], c["totals"][name]):
+            if M >= c["min_M"][name]:
+                assert t == io_cost(name, N, d, M, backward=True, **opts).total
+            else:
+                assert t is None
+    k = 15
+    text = readout(c, k)
+    assert text.startswith(f"N = 512, d = 32, M = {c['Ms'][k]:,} (backward pass): cheapest ")
+    assert f"flash {c['totals']['flash'][k]:,};" in text
+    assert json.loads(json.dumps(c)) == c
 
 
 def _embedded(page: str) -> dict:
@@ -65,15 +93,26 @@ def page():
 def test_static_explorer_html(page):
     assert re.search(r'>M <input type="range" class="ioe-M" min="0" max="31"', page)
     assert re.search(r'>d <input type="range" class="ioe-d" min="0" max="3"', page)
+    assert re.search(r'>pass <select class="ioe-pass"><option value="forward" selected>forward'
+                     r'</option><option value="backward">backward</option></select>', page)
     assert "http://" not in page and "https://" not in page and " src=" not in page
-    assert len(page) < 200_000
+    assert len(page.encode()) < 80 * 1024                   # both passes, four d
     assert page.count('class="ioe-curve"') == 3 and page.count('class="ioe-marker"') == 3
     assert page.count('class="ioe-lower"') == 1 and 'stroke-dasharray="5 3"' in page
     assert page.count('class="ioe-frame"') == 4 and "M = d² = 4,096" in page
+    assert page.count('class="ioe-cross"') == 8                # per d and pass
+    assert page.count('data-pass="backward" display="none"') == 4
+    assert page.count('data-pass="forward" display="none"') == 3
+    assert f'>{picture_title(4096)}</text>' in page
     for colour in ("#1f77b4", "#d62728", "#7f7f7f"):
         assert colour in page
     data = _embedded(page)
     assert data["ds"] == [32, 64, 128, 256]
+    assert [c["backward"] for c in data["curves"]] == [False] * 4
+    assert [c["backward"] for c in data["backward"]] == [True] * 4
+    for f, b, labels in zip(data["curves"], data["backward"], data["mlabels"]):
+        assert f["dom"] == b["dom"] and f["Ms"] == b["Ms"]     # the passes share the axes
+        assert labels == [m_label(M, f["d"]) for M in f["Ms"]]
     # the readout of the initial point (d = 64, M nearest d^2) is in the HTML, for no script
     c = data["curves"][1]
     k = int(re.search(r'class="ioe-M" min="0" max="31" value="(\d+)"', page)[1])
@@ -83,15 +122,18 @@ def test_static_explorer_html(page):
 
 @pytest.mark.parametrize("d, M", [(32, 16), (32, 1024), (64, 4479), (128, 20000),
                                   (256, 64 * 256 * 256)])
-def test_static_explorer_totals_are_exact(page, d, M):
+@pytest.mark.parametrize("backward", [False, True])
+def test_static_explorer_totals_are_exact(page, d, M, backward):
     data = _embedded(page)
-    c = data["curves"][data["ds"].index(d)]
+    c = data["backward" if backward else "curves"][data["ds"].index(d)]
     k = min(range(len(c["Ms"])), key=lambda i: abs(c["Ms"][i] - M))
     M = c["Ms"][k]
     for name in NAMES:
         opts = DEFAULT_OPTIONS.get(name, {})
         t = c["totals"][name][k]
-        assert t == (io_cost(name, 4096, d, M, **opts).total if M >= c["min_M"][name] else None)
+        assert t == (io_cost(name, 4096, d, M, backward=backward, **opts).total
+                     if M >= c["min_M"][name] else None)
+    assert c["lower"][k] == lower_bound(4096, d, M, backward=backward)
 
 
 def test_static_explorers_are_unique():
@@ -101,6 +143,8 @@ def test_static_explorers_are_unique():
     assert a.count(ids[0]) == 2 and ids[0] not in b      # the div and its script
     with pytest.raises(ValueError, match="not one of"):
         static_explorer(256, ds=(16, 32), d=64)
+    with pytest.raises(TypeError, match="backward must be True or False"):
+        static_explorer(256, ds=(16,), backward="yes")
 
 
 _NODE_DRIVER = r"""
@@ -123,14 +167,18 @@ const curves = all(/class="ioe-curve" data-name="([^"]+)"/g);
 const markers = all(/class="ioe-marker" data-name="([^"]+)"/g);
 const frames = Array.from(page.matchAll(/class="ioe-frame" data-d="(\d+)"/g),
                           m => element({"data-d": m[1]}));
-const sM = element(), sd = element();
+const cross = Array.from(page.matchAll(/class="ioe-cross" data-d="(\d+)" data-pass="(\w+)"/g),
+                         m => element({"data-d": m[1], "data-pass": m[2]}));
+const sM = element(), sd = element(), sp = element();
 sM.value = page.match(/class="ioe-M" min="0" max="\d+" value="(\d+)"/)[1];
 sd.value = page.match(/class="ioe-d" min="0" max="\d+" value="(\d+)"/)[1];
+sp.value = page.match(/<option value="(\w+)" selected>/)[1];
 const one = {"script.ioe-data": {textContent: json}, "input.ioe-M": sM, "input.ioe-d": sd,
-  ".ioe-Mvalue": element(), ".ioe-dvalue": element(), ".ioe-readout": element(),
-  "line.ioe-now": element(), "polyline.ioe-lower": element(),
-  "polyline.ioe-lower-any": element()};
-const many = {"g.ioe-frame": frames, "polyline.ioe-curve": curves, "circle.ioe-marker": markers};
+  "select.ioe-pass": sp, ".ioe-Mvalue": element(), ".ioe-dvalue": element(),
+  ".ioe-readout": element(), "line.ioe-now": element(), "text.ioe-title": element(),
+  "polyline.ioe-lower": element(), "polyline.ioe-lower-any": element()};
+const many = {"g.ioe-frame": frames, "g.ioe-cross": cross, "polyline.ioe-curve": curves,
+  "circle.ioe-marker": markers};
 const root = {querySelector: s => one[s], querySelectorAll: s => many[s]};
 global.document = {getElementById: x => (x === id ? root : null)};
 eval(code);
@@ -139,20 +187,35 @@ function snap() {
   const m = {}, c = {};
   markers.forEach(e => { m[e.attrs["data-name"]] = Object.assign({}, e.attrs); });
   curves.forEach(e => { c[e.attrs["data-name"]] = e.attrs.points; });
-  seen.push({d: +sd.value, k: +sM.value, text: one[".ioe-readout"].textContent,
+  seen.push({d: +sd.value, k: +sM.value, pass: sp.value,
+    text: one[".ioe-readout"].textContent, title: one["text.ioe-title"].textContent,
     M: one[".ioe-Mvalue"].textContent, now: one["line.ioe-now"].attrs.x1, markers: m, curves: c,
     lower: one["polyline.ioe-lower"].attrs.points,
     lower_any: one["polyline.ioe-lower-any"].attrs.points,
-    frames: frames.map(f => f.attrs.display)});
+    frames: frames.map(f => f.attrs.display),
+    cross: cross.map(f => [+f.attrs["data-d"], f.attrs["data-pass"], f.attrs.display])});
 }
 snap();                                                // the initial show()
 const steps = JSON.parse(process.argv[1]);
 for (const [which, v] of steps) {
-  const s = which === "M" ? sM : sd;
-  s.value = String(v); s.listeners.input(); snap();
+  const s = {M: sM, d: sd, pass: sp}[which];
+  s.value = String(v); (which === "pass" ? s.listeners.change : s.listeners.input)(); snap();
 }
 process.stdout.write(JSON.stringify(seen));
 """
+
+
+def _check_shot(data, shot):
+    """The script's state after a step is the one the data says."""
+    back = shot["pass"] == "backward"
+    c = data["backward" if back else "curves"][shot["d"]]
+    assert shot["text"] == readout(c, shot["k"])
+    assert shot["M"] == m_label(c["Ms"][shot["k"]], c["d"])
+    assert shot["title"] == picture_title(c["N"], back)
+    assert shot["frames"] == ["inline" if j == shot["d"] else "none"
+                              for j in range(len(data["ds"]))]
+    assert [x[2] for x in shot["cross"]] == \
+        ["inline" if (x[0], x[1]) == (c["d"], shot["pass"]) else "none" for x in shot["cross"]]
 
 
 def _run_node(page, steps):
@@ -174,10 +237,7 @@ def test_static_explorer_script_runs(page):
     start = int(re.search(r'class="ioe-M" min="0" max="31" value="(\d+)"', page)[1])
     assert seen[0]["text"] == readout(data["curves"][1], start)
     for shot in seen:
-        c = data["curves"][shot["d"]]
-        assert shot["text"] == readout(c, shot["k"])
-        assert shot["M"] == m_label(c["Ms"][shot["k"]], c["d"])
-        assert shot["frames"] == ["inline" if j == shot["d"] else "none" for j in range(4)]
+        _check_shot(data, shot)
     small, large = seen[1], seen[2]
     assert (small["d"], small["k"], large["k"]) == (1, 0, 31)
     assert "cheapest square tiling." in small["text"]
@@ -198,6 +258,61 @@ def test_static_explorer_script_runs(page):
     cheapest = [s["text"].split("cheapest ")[1].split(".")[0] for s in seen[7:]]
     c = data["curves"][0]
     assert cheapest == [c["titles"][n] for n in c["cheapest"]]
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_static_explorer_pass_switch(page):
+    """Under node: the "pass" select switches to the backward pass and back; in both passes and
+    for every d, the M slider from smallest to largest turns the cheapest from square tiling
+    into FlashAttention, and the readout, title, curves and crossover lines follow."""
+    data = _embedded(page)
+    steps = [["pass", "backward"]]
+    for j in range(4):
+        steps += [["d", j], ["M", 0], ["M", 31]]
+    steps += [["pass", "forward"]]
+    for j in range(4):
+        steps += [["d", j], ["M", 0], ["M", 31]]
+    steps += [["pass", "backward"], ["d", 1]] + [["M", k] for k in range(32)]
+    seen = _run_node(page, steps)
+    for shot in seen:
+        _check_shot(data, shot)
+    start, back = seen[0], seen[1]
+    assert back["pass"] == "backward" and (back["d"], back["k"]) == (start["d"], start["k"])
+    assert back["title"] == picture_title(4096, True) != start["title"]
+    assert back["text"] == readout(data["backward"][1], start["k"])
+    for name in NAMES:                       # same axes, the backward moves more at every M
+        assert back["curves"][name] != start["curves"][name]
+        assert float(back["markers"][name]["cy"]) < float(start["markers"][name]["cy"])
+    assert back["lower"] != start["lower"]
+    for p, first in (("backward", 2), ("forward", 15)):
+        for j in range(4):
+            small, large = seen[first + 3 * j + 1], seen[first + 3 * j + 2]
+            assert (small["pass"], small["d"], small["k"], large["k"]) == (p, j, 0, 31)
+            assert "cheapest square tiling." in small["text"], small["text"]
+            assert "cheapest FlashAttention." in large["text"], large["text"]
+    # flash's backward cannot run at the smallest M for d = 64 (M = 256 < 7d + 4 = 452)
+    assert seen[16]["markers"]["flash"]["visibility"] == "hidden"
+    cheapest = [s["text"].split("cheapest ")[1].split(".")[0] for s in seen[-32:]]
+    c = data["backward"][1]
+    assert cheapest == [c["titles"][n] for n in c["cheapest"]]
+    assert cheapest[0] == "square tiling" and cheapest[-1] == "FlashAttention"
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_static_explorer_can_start_backward():
+    page = static_explorer(1024, ds=(32, 64), backward=True, M=2048)
+    assert '<option value="backward" selected>' in page
+    assert f'>{picture_title(1024, True)}</text>' in page
+    data = _embedded(page)
+    c = data["backward"][1]
+    k = c["Ms"].index(min(c["Ms"], key=lambda M: abs(M - 2048)))
+    assert readout(c, k) in page.replace("&gt;", ">")
+    assert "(backward pass)" in readout(c, k)
+    (shot,) = _run_node(page, [])
+    assert shot["pass"] == "backward" and shot["k"] == k
+    _check_shot(data, shot)
+    for name in NAMES:                       # the geometry the script draws is the HTML's
+        assert f'data-name="{name}" points="{shot["curves"][name]}"' in page
 
 
 # ---------------------------------------------------------------------------------- widget
@@ -246,5 +361,47 @@ def test_explorer_simulate_agrees():
     w.controls["simulate"].click()                                  # the button does the same
     assert "counts agree: <b>yes</b>" in w.sim_readout.value
     w.update(N=256, log2_M=4)                                       # flash cannot run at M = 16
+    report = w.simulate()
+    assert "cannot run at this M" in report and "counts agree: <b>yes</b>" in report
+
+
+def test_explorer_widget_backward_toggle():
+    pytest.importorskip("ipywidgets")
+    w = explorer(N=4096, d=64, log2_M=12)
+    assert w.controls["pass"].value == "forward" and not w.state["backward"]
+    forward_png, forward_text = w.image.value, w.readout.value
+    forward_lower = tuple(w.lines["lower"].get_ydata())
+    text = w.update(backward=True)
+    assert w.state["backward"] and w.controls["pass"].value == "backward"
+    assert text.startswith("<div style='font-family:monospace'>backward pass: N = 4,096, d = 64")
+    assert w.image.value != forward_png and text != forward_text
+    assert w.figure.axes[0].get_title() == \
+        "Exact I/O of the attention backward pass, N = 4,096, d = 64"
+    for name in NAMES:
+        t = io_cost(name, 4096, 64, 4096, backward=True, **DEFAULT_OPTIONS.get(name, {})).total
+        assert w.state["totals"][name] == t and f"{t:,}" in text
+        assert tuple(w.markers[name].get_data()[1]) == (t,)
+    assert w.state["lower"] == lower_bound(4096, 64, 4096, backward=True)
+    assert tuple(w.lines["lower"].get_ydata()) != forward_lower
+    # M = 300: flash's forward runs (4d + 4 = 260), its backward does not (7d + 4 = 452)
+    w.controls["log2_M"].value = math.log2(300)
+    assert w.state["M"] == 300 and w.state["totals"]["flash"] is None
+    assert not w.markers["flash"].get_visible() and "cannot run at this M" in w.readout.value
+    w.controls["pass"].value = "forward"                            # the toggle itself redraws
+    assert not w.state["backward"] and w.state["totals"]["flash"] == \
+        io_cost("flash", 4096, 64, 300).total
+    assert w.markers["flash"].get_visible()
+    with pytest.raises(TypeError, match="backward must be True or False"):
+        w.update(backward="yes")
+    assert explorer(N=1024, d=32, backward=True).state["backward"]
+
+
+def test_explorer_simulate_backward_agrees():
+    pytest.importorskip("ipywidgets")
+    w = explorer(N=4096, d=8, log2_M=9, N_sim_max=16, backward=True)
+    report = w.simulate()
+    assert "ioattn.run_backward" in report and "counts agree: <b>yes</b>" in report
+    assert report.count("= io_cost") == 3 and "N = 16" in report
+    w.update(log2_M=5)                                      # flash's backward needs M >= 60
     report = w.simulate()
     assert "cannot run at this M" in report and "counts agree: <b>yes</b>" in report

@@ -50,3 +50,52 @@ def test_explorer_curve_set_is_exact():
     s = sweep(4096, 64, Ms)
     assert len(s.Ms) == 32
     assert s.totals["flash"][-1] == ioattn.io_cost("flash", 4096, 64, s.Ms[-1]).total
+
+
+def test_backward_sweep_holds_the_backward_costs_and_bounds():
+    Ms = powers_of_two(4, 2 ** 16)
+    s = sweep(1024, 32, Ms, backward=True)
+    assert s.backward and sorted(s.totals) == ioattn.algorithms(backward=True)
+    for name, totals in s.totals.items():
+        for M, t in zip(Ms, totals):
+            if t is None:
+                with pytest.raises(ValueError, match="at least M"):
+                    ioattn.io_cost(name, 1024, 32, M, backward=True)
+            else:
+                assert t == ioattn.io_cost(name, 1024, 32, M, backward=True).total
+                if M >= 1024:                               # where every forward runs too
+                    assert t > ioattn.io_cost(name, 1024, 32, M).total
+    assert s.totals["flash"][Ms.index(128)] is None         # 7d + 4 = 228 > 128 >= 4d + 4
+    assert s.lower == [ioattn.bounds.lower_bound(1024, 32, M, backward=True) for M in Ms]
+    assert s.lower_any == [ioattn.bounds.lower_bound(1024, 32, M, "any", backward=True)
+                           for M in Ms]
+    assert s.crossovers == ioattn.bounds.crossovers(1024, 32, Ms[0], Ms[-1], backward=True)
+    assert s.table().startswith("I/O of the attention backward pass, N = 1024, d = 32")
+    assert not sweep(1024, 32, Ms).backward
+    with pytest.raises(TypeError, match="backward must be True or False"):
+        sweep(1024, 32, Ms, backward=1)
+
+
+def test_backward_cheapest_and_table():
+    s = sweep(4096, 64, [512, 4096, 65536], names=["flash", "square_tiling"],
+              options={"square_tiling": {"schedule": "outer"}}, backward=True)
+    assert s.cheapest() == ["square_tiling", "square_tiling", "flash"]
+    (c,) = s.crossovers
+    assert (c.before, c.after) == ("square_tiling", "flash") and 4096 < c.M < 65536
+    assert f"crossover at M = {c.M:,}" in s.table()
+
+
+def test_plot_sweep_titles_the_direction():
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ioattn.plotting import plot_sweep
+
+    for backward, title in [(False, "Exact I/O of attention, N = 256, d = 16"),
+                            (True, "Exact I/O of the attention backward pass, N = 256, d = 16")]:
+        ax = plot_sweep(sweep(256, 16, [64, 256, 1024], backward=backward))
+        assert ax.get_title() == title
+        plt.close(ax.figure)
