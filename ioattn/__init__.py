@@ -5,15 +5,23 @@
 >>> r = ioattn.run("flash", Q, K, V, M=1024)
 >>> r.io == ioattn.io_cost("flash", 256, 32, 1024)
 True
+
+Causal attention, block-sparse: about half the I/O.
+
+>>> mask = ioattn.masks.causal(256)
+>>> c = ioattn.run("flash", Q, K, V, M=1024, mask=mask)
+>>> c.io == ioattn.io_cost("flash", 256, 32, 1024, mask=mask), c.io.total < r.io.total
+(True, True)
 """
 
-from . import bounds
+from . import bounds, masks
 from .algorithms import matmul_cost, plan_matmul, run_matmul
 from .api import (
     BackwardResult,
     RunResult,
     algorithms,
     io_cost,
+    min_M,
     plan,
     run,
     run_backward,
@@ -35,6 +43,6 @@ def __getattr__(name):
 
 __all__ = [
     "BackwardResult", "CacheOverflowError", "IOCount", "RunResult", "SlowArray", "Transfer",
-    "TwoLevelMemory", "algorithms", "bounds", "io_cost", "matmul_cost", "plan", "plan_matmul",
-    "run", "run_backward", "run_matmul", "saved_for_backward",
+    "TwoLevelMemory", "algorithms", "bounds", "io_cost", "masks", "matmul_cost", "min_M", "plan",
+    "plan_matmul", "run", "run_backward", "run_matmul", "saved_for_backward",
 ]

@@ -9,10 +9,11 @@ import numpy as np
 from ._validate import as_count, as_matrix, as_scale
 from .algorithms import BACKWARD, REGISTRY, get
 from .algorithms.base import Plan
+from .masks import Mask
 from .memory import IOCount, Transfer, TwoLevelMemory
 
-__all__ = ["BackwardResult", "RunResult", "algorithms", "io_cost", "plan", "run", "run_backward",
-           "saved_for_backward"]
+__all__ = ["BackwardResult", "RunResult", "algorithms", "io_cost", "min_M", "plan", "run",
+           "run_backward", "saved_for_backward"]
 
 
 @dataclass(frozen=True)
@@ -29,12 +30,18 @@ class RunResult:
         The block sizes the algorithm derived from ``M``.
     trace : list of Transfer or None
         Every transfer in order, when ``run(..., trace=True)``.
+    lse : numpy.ndarray or None
+        With ``run(..., save_lse=True)``, the row log-sum-exp ``L`` (shape ``(N,)``) the
+        algorithm wrote to slow memory (counted in ``io``): ``L_i = log sum_j exp(scale q_i .
+        k_j)`` over the keys row ``i`` attends to, ``+inf`` for a row that attends to none.
+        What :func:`run_backward` takes as ``L``.
     """
 
     output: np.ndarray
     io: IOCount
     plan: Plan
     trace: list[Transfer] | None = None
+    lse: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -57,10 +64,29 @@ def plan(name: str, N: int, d: int, M: int, *, backward: bool = False, **options
     """The block sizes algorithm ``name`` (its backward pass with ``backward=True``) uses for
     ``(N, d)`` under a cache of ``M`` entries.
 
-    Raises ``ValueError`` naming the smallest feasible ``M`` when ``M`` is below it.
+    ``mask=`` and ``save_lse=`` are accepted as by :func:`run` and kept on the plan; they do
+    not change the block sizes. Raises ``ValueError`` naming the smallest feasible ``M`` when
+    ``M`` is below it.
     """
     algo = get(name, backward)
     return algo.plan(as_count(N, "N"), as_count(d, "d"), as_count(M, "M"), **options)
+
+
+def min_M(name: str, d: int, *, backward: bool = False, **options) -> int:
+    """The least cache size ``M`` at which algorithm ``name`` (its backward pass with
+    ``backward=True``) runs at head dimension ``d``, for that ``M`` and every larger one.
+
+    It does not depend on ``N``, on a mask or on ``save_lse`` (accepted and ignored, as is
+    ``scale``); ``options`` are the algorithm's (``variant``, ``block``, ``schedule``).
+
+    >>> import ioattn
+    >>> ioattn.min_M("flash", 64), ioattn.min_M("flash", 64, backward=True)
+    (260, 452)
+    """
+    algo = get(name, backward)
+    for ignored in ("scale", "mask") if backward else ("scale", "mask", "save_lse"):
+        options.pop(ignored, None)
+    return algo.min_M(as_count(d, "d"), **algo.check_options(options))
 
 
 def io_cost(name: str, N: int, d: int, M: int, *, backward: bool = False,
@@ -69,7 +95,7 @@ def io_cost(name: str, N: int, d: int, M: int, *, backward: bool = False,
 
     Equal, field by field, to ``run(name, Q, K, V, M, **options).io`` for any ``N x d`` inputs
     (with ``backward=True``, to ``run_backward(name, Q, K, V, dO, M, **options).io``); the tests
-    prove it over a grid and over randomly drawn sizes.
+    prove it over a grid and over randomly drawn sizes and masks.
 
     Parameters
     ----------
@@ -80,8 +106,9 @@ def io_cost(name: str, N: int, d: int, M: int, *, backward: bool = False,
     M : int
         Cache size in entries.
     **options
-        The algorithm's options (e.g. ``variant="fa1"`` for flash). ``scale`` is accepted and
-        ignored: it does not change the I/O.
+        The algorithm's options (e.g. ``variant="fa1"`` for flash), and ``mask`` and
+        ``save_lse`` as for :func:`run`. With a mask the closed form is a sum over the mask's
+        blocks (no simulation). ``scale`` is accepted and ignored: it does not change the I/O.
 
     Returns
     -------
@@ -92,8 +119,8 @@ def io_cost(name: str, N: int, d: int, M: int, *, backward: bool = False,
     return algo.cost(algo.plan(as_count(N, "N"), as_count(d, "d"), as_count(M, "M"), **options))
 
 
-def run(name: str, Q, K, V, M: int, *, scale: float | None = None, trace: bool = False,
-        **options) -> RunResult:
+def run(name: str, Q, K, V, M: int, *, scale: float | None = None, mask=None,
+        save_lse: bool = False, trace: bool = False, **options) -> RunResult:
     """Compute ``softmax(scale Q K^T) V`` with algorithm ``name`` through a cache of ``M`` entries.
 
     Parameters
@@ -106,6 +133,15 @@ def run(name: str, Q, K, V, M: int, *, scale: float | None = None, trace: bool =
         Cache size in entries.
     scale : float, optional
         The softmax scale tau; ``1 / sqrt(d)`` by default.
+    mask : array_like of bool, optional
+        ``(N, N)``, True where query ``i`` attends to key ``j`` (see :mod:`ioattn.masks`, e.g.
+        ``ioattn.masks.causal(N)``). FlashAttention visits only the blocks with a True entry
+        (block-sparse FlashAttention), square tiling computes only the tiles it needs, standard
+        attention masks in the cache and moves what it moves without a mask. Reading the mask
+        costs no I/O. A row with no True entry gets zeros in ``O``.
+    save_lse : bool
+        Also write the row log-sum-exp ``L`` to slow memory (``N`` more writes, counted) and
+        return it as ``result.lse``: what :func:`run_backward` needs besides ``O``.
     trace : bool
         Record every transfer in ``result.trace``.
     **options
@@ -114,39 +150,62 @@ def run(name: str, Q, K, V, M: int, *, scale: float | None = None, trace: bool =
     Returns
     -------
     RunResult
-        ``output`` and the exact counts ``io`` (equal to :func:`io_cost`).
+        ``output`` (and ``lse``) and the exact counts ``io`` (equal to :func:`io_cost` with the
+        same ``mask`` and ``save_lse``).
+
+    Raises
+    ------
+    ValueError
+        If ``mask`` is not a boolean ``(N, N)`` array, or ``M`` is below the least feasible
+        cache (:func:`min_M`).
     """
     algo = get(name)
     Q, K, V = _qkv(Q, K, V)
     N, d = Q.shape
-    the_plan = algo.plan(N, d, as_count(M, "M"), **options)
+    the_plan = algo.plan(N, d, as_count(M, "M"), mask=mask, save_lse=save_lse, **options)
     tau = as_scale(scale, d)
     mem = TwoLevelMemory(the_plan.M, trace=trace, owner=name)
     hQ, hK, hV = mem.load("Q", Q), mem.load("K", K), mem.load("V", V)
     hO = mem.allocate_slow("O", (N, d))
-    algo.simulate(mem, hQ, hK, hV, hO, the_plan, tau)
-    return RunResult(mem.fetch(hO), mem.io, the_plan, mem.trace)
+    hL = mem.allocate_slow("L", N) if the_plan.save_lse else None
+    algo.simulate(mem, hQ, hK, hV, hO, the_plan, tau, L=hL)
+    lse = None if hL is None else mem.fetch(hL)
+    return RunResult(mem.fetch(hO), mem.io, the_plan, mem.trace, lse)
 
 
-def saved_for_backward(Q, K, V, scale: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+def saved_for_backward(Q, K, V, scale: float | None = None, *,
+                       mask=None) -> tuple[np.ndarray, np.ndarray]:
     """What the forward pass saves for the backward: ``O`` and the row log-sum-exp ``L``.
 
-    ``L_i = log sum_j exp(scale q_i . k_j)``, computed stably in float64 NumPy. This is the data,
-    not a schedule: nothing here is counted, and no backward count includes producing ``O`` and
-    ``L`` (they start in slow memory, as the forward left them).
+    ``L_i = log sum_j exp(scale q_i . k_j)`` over the keys ``j`` row ``i`` attends to (all of
+    them without a ``mask``), computed stably in float64 NumPy; a row that attends to none has
+    ``O_i = 0`` and ``L_i = +inf`` (:mod:`ioattn.masks`). This is the data, not a schedule:
+    nothing here is counted. To count producing ``O`` and ``L`` as well, run the forward with
+    ``run(..., save_lse=True)`` and pass its ``output`` and ``lse`` to :func:`run_backward`.
     """
     Q, K, V = _qkv(Q, K, V)
     S = as_scale(scale, Q.shape[1]) * (Q @ K.T)
+    if mask is not None:
+        S[Mask(mask, Q.shape[0]).excluded] = -np.inf
     m = S.max(axis=1, keepdims=True)
+    empty = np.isneginf(m)
+    m[empty] = 0.0
     P = np.exp(S - m)
     l = P.sum(axis=1, keepdims=True)
-    return (P / l) @ V, (m + np.log(l))[:, 0]
+    O = np.divide(P, l, out=np.zeros_like(P), where=~empty) @ V
+    L = np.where(empty, np.inf, m + np.log(np.where(empty, 1.0, l)))
+    return O, L[:, 0]
 
 
 def run_backward(name: str, Q, K, V, dO, M: int, *, O=None, L=None, scale: float | None = None,
-                 trace: bool = False, **options) -> BackwardResult:
+                 mask=None, trace: bool = False, **options) -> BackwardResult:
     """The gradients ``dQ, dK, dV`` of ``O = softmax(scale Q K^T) V`` for the upstream ``dO``,
     computed by the backward pass of ``name`` through a cache of ``M`` entries.
+
+    The count is the backward's alone: ``O`` and ``L`` start in slow memory, and producing them
+    is the forward's work, not counted here. For the I/O of a training step, add the forward's:
+    ``fwd = run(name, Q, K, V, M, save_lse=True)`` counts writing ``O`` and ``L``, and
+    ``run_backward(..., O=fwd.output, L=fwd.lse)`` counts reading them.
 
     Parameters
     ----------
@@ -157,10 +216,15 @@ def run_backward(name: str, Q, K, V, dO, M: int, *, O=None, L=None, scale: float
     M : int
         Cache size in entries.
     O, L : array_like, optional
-        The forward's output and row log-sum-exp; by default :func:`saved_for_backward`. They
-        start in slow memory and are counted when read; producing them is not counted.
+        The forward's output and row log-sum-exp (``RunResult.output`` and ``RunResult.lse``);
+        by default :func:`saved_for_backward`. They are counted when read. ``L`` must be finite
+        on every row that attends to something; a row that attends to nothing may have
+        ``+inf`` (what the forward writes there).
     scale : float, optional
         The softmax scale tau; ``1 / sqrt(d)`` by default.
+    mask : array_like of bool, optional
+        The forward's mask (see :func:`run`): the backward skips what the mask skips.
+        Rows with nothing to attend to get zero gradients and contribute none.
     trace : bool
         Record every transfer.
     **options
@@ -170,28 +234,49 @@ def run_backward(name: str, Q, K, V, dO, M: int, *, O=None, L=None, scale: float
     -------
     BackwardResult
         ``output = (dQ, dK, dV)`` and the exact counts ``io`` (equal to
-        ``io_cost(name, N, d, M, backward=True)``).
+        ``io_cost(name, N, d, M, backward=True, mask=mask)``).
     """
     algo = get(name, backward=True)
     Q, K, V = _qkv(Q, K, V)
     dO = _same_shape(as_matrix(dO, "dO"), "dO", Q)
     N, d = Q.shape
-    the_plan = algo.plan(N, d, as_count(M, "M"), **options)
+    the_plan = algo.plan(N, d, as_count(M, "M"), mask=mask, **options)
     tau = as_scale(scale, d)
     if O is None or L is None:
-        O_saved, L_saved = saved_for_backward(Q, K, V, tau)
+        O_saved, L_saved = saved_for_backward(Q, K, V, tau, mask=the_plan.mask)
         O = O_saved if O is None else O
         L = L_saved if L is None else L
     O = _same_shape(as_matrix(O, "O"), "O", Q)
-    L = np.asarray(L, dtype=np.float64)
-    if L.shape != (N,) or not np.isfinite(L).all():
-        raise ValueError(f"L must hold N = {N} finite row log-sum-exp values, got shape {L.shape}")
+    L = _check_lse(L, N, the_plan.mask)
     mem = TwoLevelMemory(the_plan.M, trace=trace, owner=f"{name} backward")
     inputs = [mem.load(n, x) for n, x in (("Q", Q), ("K", K), ("V", V), ("O", O), ("dO", dO),
                                            ("L", L))]
     grads = [mem.allocate_slow(n, (N, d)) for n in ("dQ", "dK", "dV")]
     algo.simulate(mem, *inputs, *grads, the_plan, tau)
     return BackwardResult(tuple(mem.fetch(g) for g in grads), mem.io, the_plan, mem.trace)
+
+
+def _check_lse(L, N: int, mask: Mask | None) -> np.ndarray:
+    """``L`` as ``N`` float64 values: finite where the row attends to something, finite or
+    ``+inf`` where it attends to nothing."""
+    try:
+        L = np.asarray(L, dtype=np.float64)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"L must hold N = {N} finite row log-sum-exp values: {exc}") from None
+    if L.shape != (N,):
+        raise ValueError(f"L must hold N = {N} finite row log-sum-exp values, got shape {L.shape}")
+    finite = np.isfinite(L)
+    if mask is None:
+        if not finite.all():
+            raise ValueError(f"L must hold N = {N} finite row log-sum-exp values; "
+                             f"{int((~finite).sum())} are not")
+        return L
+    bad = ~finite & (mask.attending | ~np.isposinf(L))
+    if bad.any():
+        raise ValueError(f"L must hold N = {N} finite row log-sum-exp values (+inf is allowed "
+                         f"only on a row the mask leaves empty); row {int(np.argmax(bad))} has "
+                         f"{L[np.argmax(bad)]}")
+    return L
 
 
 def _same_shape(x: np.ndarray, label: str, Q: np.ndarray) -> np.ndarray:

@@ -117,7 +117,7 @@ At ``Z = N^2`` each equals its dense counterpart exactly. For a block mask,
 :func:`block_sparse_Z` counts ``Z``; when the block sides divide ``N``, ``Z = s N^2`` with ``s``
 the fraction of nonzero blocks (:func:`block_density`), so the bounds are about ``s N^2 d^2 /
 (5M)`` for ``M >= d^2`` (block-sparse FlashAttention moves ``Theta(N d + s N^2 d^2 / M)``
-[FA]_ Theorem 4) and ``s N^2 d / sqrt(M)`` for ``M`` well below ``d^2``. These sparse bounds are
+[FA]_ Proposition 4) and ``s N^2 d / sqrt(M)`` for ``M`` well below ``d^2``. These sparse bounds are
 ours (derived here); [LLSS]_ state sparse lower bounds in another form, not used here.
 
 Upper bounds
@@ -143,7 +143,7 @@ References
    arXiv:1702.02017.
 .. [LLSS] X. Li, Y. Liang, Z. Shi, Z. Song et al., "On fine-grained I/O complexity of attention
    backward passes", arXiv:2410.09397.
-.. [FA] T. Dao et al., "FlashAttention", NeurIPS 2022 (Theorem 4: block-sparse FlashAttention).
+.. [FA] T. Dao et al., "FlashAttention", NeurIPS 2022 (Proposition 4: block-sparse FlashAttention).
 """
 
 from __future__ import annotations

@@ -23,6 +23,16 @@ VARIANTS = [
 ]
 VARIANT_IDS = [name + "".join(f"-{v}" for v in opts.values()) for name, opts in VARIANTS]
 
+#: Every backward pass with every option value worth testing: (name, options).
+BACKWARD_VARIANTS = [
+    ("flash", {}),
+    ("square_tiling", {}),
+    ("square_tiling", {"schedule": "outer"}),
+    ("standard", {}),
+]
+BACKWARD_IDS = [name + "".join(f"-{v}" for v in opts.values())
+                for name, opts in BACKWARD_VARIANTS]
+
 
 def least_M(name, d, options):
     """The smallest cache size at which algorithm ``name`` runs with ``options``."""
@@ -32,24 +42,36 @@ def least_M(name, d, options):
     return algo.min_M(d, **{**algo.options, **options})
 
 
-def reference_attention(Q, K, V, scale=None):
-    """softmax(scale Q K^T) V with the row maximum subtracted, in float64 NumPy."""
+def reference_softmax(Q, K, scale=None, mask=None):
+    """``(P, L)``: P = softmax(scale Q K^T) with masked scores -inf and the row maximum
+    subtracted, and the row log-sum-exp L, in float64 NumPy. A row with nothing to attend to
+    (``mask`` all False on it) has P = 0 and L = +inf, as ioattn defines."""
     scale = 1 / np.sqrt(Q.shape[1]) if scale is None else scale
     S = scale * (Q @ K.T)
-    S -= S.max(axis=1, keepdims=True)
-    P = np.exp(S)
-    P /= P.sum(axis=1, keepdims=True)
-    return P @ V
+    if mask is not None:
+        S = np.where(mask, S, -np.inf)
+    m = S.max(axis=1, keepdims=True)
+    empty = np.isneginf(m)
+    m[empty] = 0.0
+    P = np.exp(S - m)
+    l = P.sum(axis=1, keepdims=True)
+    P = np.divide(P, l, out=np.zeros_like(P), where=~empty)
+    L = np.where(empty, np.inf, m + np.log(np.where(empty, 1.0, l)))[:, 0]
+    return P, L
 
 
-def reference_backward(Q, K, V, dO, scale=None):
+def reference_attention(Q, K, V, scale=None, mask=None):
+    """softmax(scale Q K^T) V with the row maximum subtracted, in float64 NumPy; with ``mask``
+    (True = attend) the masked scores are -inf and a row with nothing to attend to is 0."""
+    return reference_softmax(Q, K, scale, mask)[0] @ V
+
+
+def reference_backward(Q, K, V, dO, scale=None, mask=None):
     """The analytic gradients of softmax(scale Q K^T) V for the upstream dO, in float64 NumPy:
     dV = P^T dO, dP = dO V^T, D = rowsum(dO * O), dS = P * (dP - D), dQ = scale dS K,
-    dK = scale dS^T Q."""
+    dK = scale dS^T Q (with ``mask``, P = 0 on masked entries and on empty rows)."""
     scale = 1 / np.sqrt(Q.shape[1]) if scale is None else scale
-    S = scale * (Q @ K.T)
-    P = np.exp(S - S.max(axis=1, keepdims=True))
-    P /= P.sum(axis=1, keepdims=True)
+    P = reference_softmax(Q, K, scale, mask)[0]
     O = P @ V
     dP = dO @ V.T
     dS = P * (dP - (dO * O).sum(axis=1, keepdims=True))
@@ -58,6 +80,12 @@ def reference_backward(Q, K, V, dO, scale=None):
 
 def relative_error(x, y):
     return float(np.abs(x - y).max() / np.abs(y).max())
+
+
+def relative_or_zero(x, y):
+    """relative_error, or the largest |x| when y is exactly zero (a fully masked output)."""
+    top = np.abs(y).max()
+    return float(np.abs(x - y).max() / top) if top > 0 else float(np.abs(x).max())
 
 
 def random_qkv(N, d, seed=0, magnitude=1.0):

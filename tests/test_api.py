@@ -101,3 +101,55 @@ def test_backward_registry_and_names():
     assert len(r.output) == 3 and r.io == ioattn.io_cost("flash", 8, 4, 100, backward=True)
     O, L = ioattn.saved_for_backward(Q, K, V)
     assert ioattn.run_backward("flash", Q, K, V, dO, 100, O=O, L=L).io == r.io
+
+
+@pytest.mark.parametrize("name, options", [("flash", {}), ("flash", {"variant": "fa1"}),
+                                           ("flash", {"block": (3, 5)}),
+                                           ("square_tiling", {"schedule": "outer"}),
+                                           ("standard", {})])
+def test_min_M_is_public_and_exact(name, options):
+    """ioattn.min_M is the registry's rule, for the forward and the backward: plan works at it
+    and refuses one below it; the mask, save_lse and scale do not change it."""
+    for backward in (False, True):
+        if backward and "variant" in options:
+            continue
+        least = ioattn.min_M(name, 7, backward=backward, **options)
+        assert least == ioattn.min_M(name, 7, backward=backward, mask=np.ones((3, 3), bool),
+                                     scale=0.5, **options)
+        ioattn.plan(name, 50, 7, least, backward=backward, **options)
+        with pytest.raises(ValueError, match=f"at least M = {least} entries"):
+            ioattn.plan(name, 50, 7, least - 1, backward=backward, **options)
+    assert ioattn.min_M("flash", 64) == 4 * 64 + 4
+    assert ioattn.min_M("flash", 64, backward=True) == 7 * 64 + 4
+
+
+def test_min_M_errors():
+    with pytest.raises(TypeError, match="unknown option.*schedule"):
+        ioattn.min_M("flash", 8, schedule="outer")
+    with pytest.raises(ValueError, match="unknown algorithm 'flsh'"):
+        ioattn.min_M("flsh", 8)
+    with pytest.raises(ValueError, match="d must be at least 1"):
+        ioattn.min_M("flash", 0)
+    with pytest.raises(TypeError, match="save_lse is an option of the forward pass"):
+        ioattn.min_M("flash", 8, backward=True, save_lse=True)
+
+
+def test_save_lse_and_mask_options():
+    r = ioattn.run("flash", Q, K, V, 100, save_lse=True)
+    assert r.lse.shape == (8,) and r.plan.save_lse and r.plan.mask is None
+    assert ioattn.run("flash", Q, K, V, 100).lse is None
+    _, L = ioattn.saved_for_backward(Q, K, V)
+    np.testing.assert_allclose(r.lse, L, rtol=1e-13)
+    with pytest.raises(TypeError, match="save_lse must be True or False, got 'yes'"):
+        ioattn.run("flash", Q, K, V, 100, save_lse="yes")
+    dO = random_qkv(8, 4, seed=9)[0]
+    with pytest.raises(TypeError, match="save_lse is an option of the forward pass"):
+        ioattn.run_backward("flash", Q, K, V, dO, 100, save_lse=True)
+    with pytest.raises(TypeError, match="save_lse is an option of the forward pass"):
+        ioattn.io_cost("flash", 8, 4, 100, backward=True, save_lse=True)
+    with pytest.raises(TypeError, match=r"its options are: block, variant \(and mask, save_lse\)"):
+        ioattn.io_cost("flash", 8, 4, 100, shedule="outer")
+    causal = ioattn.masks.causal(8)
+    assert ioattn.plan("flash", 8, 4, 100, mask=causal).mask.N == 8
+    with pytest.raises(ValueError, match=r"mask must have shape \(N, N\) = \(8, 8\)"):
+        ioattn.run("standard", Q, K, V, 100, mask=ioattn.masks.causal(9))

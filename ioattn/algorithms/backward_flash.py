@@ -46,6 +46,21 @@ below its value at ``B_r = B_c = 1``, ``7d + 4``; the rule's ``B_c`` is at least
 With ``B_c ~ M / 4d`` this is ``Theta(N^2 d^2 / M)`` entries, as Theorem 5 of [FA]_ states for
 the backward pass. Producing ``O`` and ``L`` is the forward's work and is not counted.
 
+Block-sparse backward. With a mask (:mod:`ioattn.masks`) only the nonempty ``B_r x B_c`` blocks
+``(I, J)`` are visited, as in the forward ([FA]_, Section 3.3): a query block with no nonempty
+block skips the preprocess and has ``dQ_I = 0`` written instead (it reads nothing); a key block
+with none has ``dK_J = dV_J = 0`` written from one zero buffer (``c_J d`` entries held); ``dQ_I``
+starts as zeros in the cache at the first nonempty block of its row. In a partly True block the
+masked scores are ``-inf`` before ``exp``, so ``P`` and ``dS`` are 0 there; a row with nothing to
+attend to (``L_i = +inf``) contributes nothing. With ``a_I = 1`` when query block ``I`` has a
+nonempty block and sums over nonempty blocks::
+
+    reads  = 2d sum_I a_I r_I + 2d sum_{J visited} c_J + (3d + 2) sum_{(I, J)} r_I
+             - d sum_I a_I r_I,
+    writes = sum_I a_I r_I  (D)  +  d sum_I (1 - a_I) r_I  +  d sum_{(I, J)} r_I  +  2 N d,
+
+which is the dense count when every block is nonempty, and about half of it for a causal mask.
+
 ``block=(B_r, B_c)`` fixes the blocks instead (the preprocess uses ``B_r`` rows as well); the
 least ``M`` is then the unclipped footprint ``4 B_c d + 3 B_r d + 2 B_r + 2 B_r B_c``.
 
@@ -117,6 +132,8 @@ class FlashBackward(BackwardAlgorithm):
 
     def cost(self, plan: FlashBackwardPlan) -> IOCount:
         N, d, T_c = plan.N, plan.d, plan.T_c
+        if plan.mask is not None:
+            return _masked_cost(plan)
         reads = 3 * N * d + T_c * N * (3 * d + 2)
         writes = N + 2 * N * d + T_c * N * d
         return IOCount(reads=reads, writes=writes, peak=plan.footprint)
@@ -125,30 +142,71 @@ class FlashBackward(BackwardAlgorithm):
         _fa2_backward(mem, Q, K, V, O, dO, L, dQ, dK, dV, plan, scale)
 
 
+def _masked_cost(plan: FlashBackwardPlan) -> IOCount:
+    """The module docstring's sums over the nonempty blocks, and the peak they reach."""
+    N, d = plan.N, plan.d
+    blocks = plan.mask.blocks(plan.B_r, plan.B_c)
+    act, r, c = blocks.nonempty, blocks.rows, blocks.cols
+    rows_on, cols_on = act.any(axis=1), act.any(axis=0)
+    active_rows = int(r[rows_on].sum())
+    visits = int(r @ act.sum(axis=1))                     # sum of r_I over visited blocks
+    reads = 2 * d * active_rows + 2 * d * int(c[cols_on].sum()) + (3 * d + 2) * visits \
+        - d * active_rows
+    writes = active_rows + d * (N - active_rows) + d * visits + 2 * N * d
+    r_, c_ = r[:, None], c[None, :]
+    work = 4 * c_ * d + 3 * r_ * d + 2 * r_ + 2 * r_ * c_
+    peak = max(int(work[act].max(initial=0)),
+               int((r[rows_on] * (2 * d + 1)).max(initial=0)),    # the preprocess
+               int((r[~rows_on] * d).max(initial=0)),             # dQ_I = 0
+               int((c[~cols_on] * d).max(initial=0)))             # dK_J = dV_J = 0
+    return IOCount(reads=reads, writes=writes, peak=peak)
+
+
 def _fa2_backward(mem, Q, K, V, O, dO, L, dQ, dK, dV, plan, scale):
     N, d = plan.N, plan.d
+    if plan.mask is None:
+        visited = np.ones((ceil_div(N, plan.B_r), plan.T_c), dtype=bool)
+        full = visited
+    else:
+        visited, full = plan.mask.blocks(plan.B_r, plan.B_c)[:2]
+    first = np.argmax(visited, axis=1)                    # where dQ_I starts as zeros
     D = mem.allocate_slow("D", N)
-    for i0 in range(0, N, plan.B_r):                      # 1. D = rowsum(dO o O)
+    for bi, i0 in enumerate(range(0, N, plan.B_r)):       # 1. D = rowsum(dO o O)
         rows = slice(i0, min(i0 + plan.B_r, N))
+        if not visited[bi].any():                         # nothing to attend to: dQ_I = 0
+            zeros = mem.allocate((rows.stop - i0, d), "dQ_i = 0")
+            mem.write(dQ, zeros, rows)
+            mem.free(zeros)
+            continue
         dO_i, O_i = mem.read(dO, rows), mem.read(O, rows)
         D_i = mem.allocate(dO_i.shape[0], "D_i", fill=None)
         np.einsum("ij,ij->i", dO_i, O_i, out=D_i)
         mem.write(D, D_i, rows)
         mem.free(dO_i, O_i, D_i)
-    for j0 in range(0, N, plan.B_c):                      # 2. K/V blocks outer
+    for bj, j0 in enumerate(range(0, N, plan.B_c)):       # 2. K/V blocks outer
         cols = slice(j0, min(j0 + plan.B_c, N))
+        if not visited[:, bj].any():                      # no query attends: dK_J = dV_J = 0
+            zeros = mem.allocate((cols.stop - j0, d), "dK_j = dV_j = 0")
+            mem.write(dK, zeros, cols)
+            mem.write(dV, zeros, cols)
+            mem.free(zeros)
+            continue
         K_j, V_j = mem.read(K, cols), mem.read(V, cols)
         K_j *= scale                      # fold tau into K_j: S = tau Q_i K_j^T, dQ_i += tau dS K_j
         c = K_j.shape[0]
         dK_j = mem.allocate((c, d), "dK_j")
         dV_j = mem.allocate((c, d), "dV_j")
-        for i0 in range(0, N, plan.B_r):
+        for bi, i0 in enumerate(range(0, N, plan.B_r)):
+            if not visited[bi, bj]:
+                continue                                    # block-sparse: not visited
             rows = slice(i0, min(i0 + plan.B_r, N))
             Q_i, L_i = mem.read(Q, rows), mem.read(L, rows)
             r = Q_i.shape[0]
             P = mem.allocate((r, c), "P_ij", fill=None)
             np.matmul(Q_i, K_j.T, out=P)
-            P -= L_i[:, None]
+            if not full[bi, bj]:                            # masked scores: -inf, so P = 0
+                np.copyto(P, -np.inf, where=plan.mask.excluded[rows, cols])
+            P -= L_i[:, None]                               # L_i = +inf: an empty row, P = 0
             np.exp(P, out=P)                                # P_ij, in place
             dO_i = mem.read(dO, rows)
             dV_j += P.T @ dO_i
@@ -157,7 +215,7 @@ def _fa2_backward(mem, Q, K, V, O, dO, L, dQ, dK, dV, plan, scale):
             np.matmul(dO_i, V_j.T, out=dS)                  # dP_ij
             dS -= D_i[:, None]
             dS *= P                                         # dS_ij, in place
-            dQ_i = mem.read(dQ, rows) if j0 else mem.allocate((r, d), "dQ_i")
+            dQ_i = mem.read(dQ, rows) if bj != first[bi] else mem.allocate((r, d), "dQ_i")
             dQ_i += dS @ K_j
             mem.write(dQ, dQ_i, rows)
             dK_j += dS.T @ Q_i                              # tau applied once, below

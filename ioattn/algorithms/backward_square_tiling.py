@@ -39,6 +39,17 @@ The peak is the largest working set (:attr:`BackwardSquareTilingPlan.footprint`,
 ``N``): a product's tile and strips, plus its rows of ``L`` or ``D`` in kernels 1 and 3; the ``D``
 pass; and the epilogue of kernel 3, ``r c + r + h c`` (tile, ``D`` rows, one chunk of ``P``).
 
+With a mask (:mod:`ioattn.masks`) the backward computes only the tiles it needs, as the forward
+does. Kernels 1 and 3 compute and write only the tiles of ``P`` and ``dS`` with a True entry
+(the two products share one tiling, so the epilogue of kernel 3 reads only tiles of ``P`` kernel
+1 wrote); the masked scores are ``-inf`` before ``exp``, so ``P`` and ``dS`` are 0 there.
+Kernels 4-6 read only the strips of ``P^T``, ``dS`` and ``dS^T`` with a True entry (of the mask,
+or of its transpose) and set their masked entries to 0 in the cache, so entries the sparse
+products never wrote are never used. ``L`` and ``D`` are still read once per row and the ``D``
+pass is unchanged. The count is that of :func:`~ioattn.algorithms.matmul.product_io` for the
+five products, plus ``N + 2 N d + N`` (``L``, the ``D`` pass, ``D``) read and ``N`` written, plus
+the ``P`` tiles of the epilogue (``r_I c_J`` per nonempty tile): a sum over blocks.
+
 Blocked, with ``B x B`` tiles, a ``(N, d) @ (d, N)`` product (kernels 1 and 3) reads
 ``2 N d ceil(N / B)`` and a ``(N, N) @ (N, d)`` product (kernels 4-6) reads
 ``N (N ceil(d / B) + d ceil(N / B))``. For ``d >> sqrt(M)`` the total is about
@@ -61,7 +72,7 @@ import numpy as np
 from ..memory import IOCount
 from .backward_standard import RowPass, plan_row_pass, row_pass, rowsum_product
 from .base import BackwardAlgorithm, Plan, register_backward
-from .matmul import MatmulPlan, products_io, tiled_product
+from .matmul import MatmulPlan, product_io, tiled_product
 from .square_tiling import check_schedule, square_tile_plan
 
 __all__ = ["BackwardSquareTiling", "BackwardSquareTilingPlan"]
@@ -117,17 +128,38 @@ class BackwardSquareTiling(BackwardAlgorithm):
                                         plan_row_pass(N, d, M), h)
 
     def cost(self, plan: BackwardSquareTilingPlan) -> IOCount:
-        N, d = plan.N, plan.d
-        reads, writes = products_io(plan.P, plan.dS, plan.dV, plan.dQ, plan.dK)
+        N, d, mask = plan.N, plan.d, plan.mask
+        T = None if mask is None else mask.T
+        counts = [product_io(plan.P, c_mask=mask, stats=1),
+                  product_io(plan.dS, c_mask=mask, stats=1),
+                  product_io(plan.dV, a_mask=T),
+                  product_io(plan.dQ, a_mask=mask),
+                  product_io(plan.dK, a_mask=T)]
+        reads = sum(x[0] for x in counts)
+        writes = sum(x[1] for x in counts)
+        peak = max(x[2] for x in counts)
         reads += N                                      # L, once per row
         reads += 2 * N * d                              # D: dO and O
-        reads += N + N * N                              # dS epilogue: D once per row, P tiles
+        reads += N + counts[1][1]                       # dS epilogue: D once per row, P tiles
         writes += N                                     # D
-        return IOCount(reads=reads, writes=writes, peak=plan.footprint)
+        peak = max(peak, plan.D_pass.footprint, self._epilogue_peak(plan))
+        return IOCount(reads=reads, writes=writes, peak=peak)
+
+    @staticmethod
+    def _epilogue_peak(plan) -> int:
+        """Largest working set of kernel 3's epilogue: a tile, its ``D`` rows, a ``P`` chunk."""
+        if plan.mask is None:
+            r, c = min(plan.dS.b_r, plan.N), min(plan.dS.b_c, plan.N)
+            return r * c + r + min(plan.h, r) * c
+        blocks = plan.mask.blocks(plan.dS.b_r, plan.dS.b_c)
+        r, c = blocks.rows[:, None], blocks.cols[None, :]
+        work = r * c + r + np.minimum(plan.h, r) * c
+        return int(work[blocks.nonempty].max(initial=0))
 
     def simulate(self, mem, Q, K, V, O, dO, L, dQ, dK, dV, plan: BackwardSquareTilingPlan,
                  scale):
-        N = plan.N
+        N, mask = plan.N, plan.mask
+        T = None if mask is None else mask.T
         P = mem.allocate_slow("P", (N, N))
         D = mem.allocate_slow("D", N)
         dS = mem.allocate_slow("dS", (N, N))
@@ -140,36 +172,35 @@ class BackwardSquareTiling(BackwardAlgorithm):
         def free_rows(state, i0, i1):
             mem.free(state[1])
 
-        def exponentiate(S_ij, state):
-            S_ij *= scale
-            S_ij -= state[1][:, None]
+        def exponentiate(S_ij, state, rows, cols):
+            S_ij *= scale                               # masked entries: -inf (c_mask)
+            S_ij -= state[1][:, None]                   # L_i = +inf on an empty row: P = 0
             np.exp(S_ij, out=S_ij)
 
         tiled_product(mem, Q, K, P, plan.P, transpose_B=True, row_start=read_rows(L),
-                      finish=exponentiate, row_end=free_rows)
+                      finish=exponentiate, row_end=free_rows, c_mask=mask, c_fill=-np.inf)
 
         row_pass(mem, dO, O, D, plan.D_pass, combine=rowsum_product)
 
-        def times_P(dP_ij, state):
-            i0, D_i, j0 = state                         # tiles finish left to right
-            r, c = dP_ij.shape
+        def times_P(dP_ij, state, rows, cols):
+            D_i = state[1]
+            r = dP_ij.shape[0]
             dP_ij -= D_i[:, None]
             for h0 in range(0, r, plan.h):
                 h1 = min(h0 + plan.h, r)
-                P_chunk = mem.read(P, slice(i0 + h0, i0 + h1), slice(j0, j0 + c))
-                dP_ij[h0:h1] *= P_chunk
+                P_chunk = mem.read(P, slice(rows.start + h0, rows.start + h1), cols)
+                dP_ij[h0:h1] *= P_chunk                 # P = 0 where masked: dS = 0
                 mem.free(P_chunk)
-            state[2] = j0 + c
 
         tiled_product(mem, dO, V, dS, plan.dS, transpose_B=True, row_start=read_rows(D),
-                      finish=times_P, row_end=free_rows)
+                      finish=times_P, row_end=free_rows, c_mask=mask, c_fill=None)
 
-        def scale_tile(acc, state):
+        def scale_tile(acc, state, rows, cols):
             acc *= scale
 
-        tiled_product(mem, P, dO, dV, plan.dV, transpose_A=True)
-        tiled_product(mem, dS, K, dQ, plan.dQ, finish=scale_tile)
-        tiled_product(mem, dS, Q, dK, plan.dK, transpose_A=True, finish=scale_tile)
+        tiled_product(mem, P, dO, dV, plan.dV, transpose_A=True, a_mask=T)
+        tiled_product(mem, dS, K, dQ, plan.dQ, finish=scale_tile, a_mask=mask)
+        tiled_product(mem, dS, Q, dK, plan.dK, transpose_A=True, finish=scale_tile, a_mask=T)
 
 
 

@@ -39,6 +39,10 @@ and the peak is the largest working set of the seven kernels
 (:attr:`BackwardStandardPlan.footprint`). The rule fits from ``M = 3`` on (a ``1 x 1`` tile with
 one entry of each operand; the row passes then take one row in strips of one entry).
 
+With a mask (:mod:`ioattn.masks`) the masked scores are set to ``-inf`` in the epilogue of
+kernel 1, so ``P`` and ``dS`` are 0 there, and nothing else changes: like the forward, the
+unfused backward moves what it moves without a mask.
+
 References
 ----------
 .. [FA] T. Dao et al., "FlashAttention", NeurIPS 2022, Algorithm 3 (standard attention backward).
@@ -178,21 +182,21 @@ class BackwardStandard(BackwardAlgorithm):
         D = mem.allocate_slow("D", N)
         dS = mem.allocate_slow("dS", (N, N))
 
-        def start_rows(i0, i1):
-            return i0, i1
+        mask = plan.mask
 
-        def exponentiate(S_ij, rows):
-            L_i = mem.read(L, slice(*rows))
+        def exponentiate(S_ij, state, rows, cols):
+            L_i = mem.read(L, rows)
             S_ij *= scale
-            S_ij -= L_i[:, None]
+            if mask is not None:
+                np.copyto(S_ij, -np.inf, where=mask.excluded[rows, cols])
+            S_ij -= L_i[:, None]                        # L_i = +inf on an empty row: P = 0
             np.exp(S_ij, out=S_ij)
             mem.free(L_i)
 
-        def scale_tile(acc, state):
+        def scale_tile(acc, state, rows, cols):
             acc *= scale
 
-        tiled_product(mem, Q, K, P, plan.P, transpose_B=True, row_start=start_rows,
-                      finish=exponentiate)
+        tiled_product(mem, Q, K, P, plan.P, transpose_B=True, finish=exponentiate)
         tiled_product(mem, P, dO, dV, plan.dV, transpose_A=True)
         tiled_product(mem, dO, V, dP, plan.dP, transpose_B=True)
         row_pass(mem, dO, O, D, plan.D_pass, combine=rowsum_product)

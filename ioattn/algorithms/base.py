@@ -7,13 +7,16 @@ iterate over them instead of naming each one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
+import numpy as np
+
+from ..masks import Mask
 from ..memory import IOCount, SlowArray, TwoLevelMemory
 
-__all__ = ["Algorithm", "BACKWARD", "BackwardAlgorithm", "Plan", "REGISTRY", "ceil_div", "get",
-           "register", "register_backward"]
+__all__ = ["Algorithm", "BACKWARD", "BackwardAlgorithm", "Plan", "REGISTRY", "ceil_div",
+           "divide_rows", "get", "log_sum_exp", "register", "register_backward"]
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -21,17 +24,41 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def divide_rows(O_i, l_i) -> None:
+    """``O_i /= l_i`` row by row, in place; a row with ``l_i = 0`` (nothing to attend to) stays
+    0."""
+    np.divide(O_i, l_i[:, None], out=O_i, where=l_i[:, None] > 0)
+
+
+def log_sum_exp(m_i, l_i) -> None:
+    """``m_i <- m_i + log l_i`` in place (``l_i`` is overwritten): the row log-sum-exp ``L_i``,
+    ``+inf`` for a row with ``l_i = 0`` (see :mod:`ioattn.masks`)."""
+    empty = l_i == 0
+    np.log(l_i, out=l_i, where=~empty)
+    m_i += l_i
+    m_i[empty] = np.inf
+
+
 @dataclass(frozen=True)
 class Plan:
-    """Problem size and cache budget; each algorithm's plan adds its block sizes."""
+    """Problem size and cache budget; each algorithm's plan adds its block sizes.
+
+    ``mask`` (a :class:`~ioattn.masks.Mask`, or None for dense attention) and ``save_lse``
+    (whether the forward also writes the row log-sum-exp ``L``) are set by
+    :meth:`Algorithm.plan`, after the block sizes: neither changes them.
+    """
 
     N: int
     d: int
     M: int
+    mask: Mask | None = field(default=None, kw_only=True)
+    save_lse: bool = field(default=False, kw_only=True)
 
     @property
     def footprint(self) -> int:
-        """Most entries the schedule holds in the cache at once (its peak), by the closed form."""
+        """Most entries the schedule holds in the cache at once, by the closed form: the peak
+        of the dense schedule, and an upper bound on the peak under any mask (a mask only
+        skips work)."""
         raise NotImplementedError
 
 
@@ -39,7 +66,9 @@ class Algorithm:
     """Base class of the registered attention algorithms.
 
     A subclass sets ``name``, ``summary`` and ``options`` (option name -> default) and implements
-    :meth:`min_M`, :meth:`make_plan`, :meth:`simulate` and :meth:`cost`.
+    :meth:`min_M`, :meth:`make_plan`, :meth:`simulate` and :meth:`cost`. Every algorithm also
+    takes ``mask`` and (forward only) ``save_lse``, which :meth:`plan` puts on the plan:
+    :meth:`simulate` and :meth:`cost` must honour both, and agree exactly.
     """
 
     name: ClassVar[str]
@@ -55,32 +84,56 @@ class Algorithm:
         raise NotImplementedError
 
     def simulate(self, mem: TwoLevelMemory, Q: SlowArray, K: SlowArray, V: SlowArray,
-                 O: SlowArray, plan: Plan, scale: float) -> None:
-        """Run the schedule on the data in ``mem``, writing the output to ``O``."""
+                 O: SlowArray, plan: Plan, scale: float, L: SlowArray | None = None) -> None:
+        """Run the schedule on the data in ``mem``, writing the output to ``O``.
+
+        With ``plan.mask``, visit only what the mask needs (see :mod:`ioattn.masks`); with
+        ``plan.save_lse``, also write the row log-sum-exp to ``L`` (``N`` entries; allocated in
+        slow memory here when ``L`` is None).
+        """
         raise NotImplementedError
 
     def cost(self, plan: Plan) -> IOCount:
-        """Exact I/O of :meth:`simulate` for ``plan``, in closed form."""
+        """Exact I/O of :meth:`simulate` for ``plan`` (its mask and ``save_lse`` included), in
+        closed form: no data, no simulation; with a mask, a sum over its blocks."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------ shared checks
-    def plan(self, N: int, d: int, M: int, **options) -> Plan:
-        """Check the options and ``M``, then return the plan."""
+    def check_options(self, options: dict) -> dict:
+        """``options`` with the defaults filled in; a TypeError naming any unknown option."""
         unknown = set(options) - set(self.options)
         if unknown:
             known = ", ".join(sorted(self.options)) or "none"
             raise TypeError(
                 f"{self.name!r} got unknown option(s) {', '.join(sorted(unknown))}; "
-                f"its options are: {known}"
+                f"its options are: {known} (and mask{self._extra_keywords})"
             )
-        opts = {**self.options, **options}
+        return {**self.options, **options}
+
+    _extra_keywords = ", save_lse"
+
+    def plan(self, N: int, d: int, M: int, *, mask=None, save_lse: bool = False,
+             **options) -> Plan:
+        """Check the options and ``M``, then return the plan.
+
+        ``mask`` (a boolean ``N x N`` array, True = attend) and ``save_lse`` are accepted by
+        every algorithm; they change what the schedule visits and writes, not its block sizes.
+        """
+        opts = self.check_options(options)
+        if not isinstance(save_lse, (bool, np.bool_)):
+            raise TypeError(f"save_lse must be True or False, got {save_lse!r}")
         least = self.min_M(d, **opts)
         if M < least:
             raise ValueError(
                 f"{self.name!r} needs a cache of at least M = {least} entries at d = {d} "
                 f"({self.describe_rule(d, **opts)}); got M = {M}"
             )
-        return self.make_plan(N, d, M, **opts)
+        plan = self.make_plan(N, d, M, **opts)
+        if mask is None and not save_lse:
+            return plan
+        if mask is not None and not (isinstance(mask, Mask) and mask.N == N):
+            mask = Mask(mask, N)          # a Mask is kept as it is, with its blocks computed
+        return replace(plan, mask=mask, save_lse=bool(save_lse))
 
     def describe_rule(self, d: int, **options) -> str:
         """One line on the block-size rule, quoted when M is too small."""
@@ -91,11 +144,25 @@ class BackwardAlgorithm(Algorithm):
     """Base class of the registered backward passes: the same rules, plans and exact costs as a
     forward algorithm, with the gradient's inputs and outputs in :meth:`simulate`."""
 
+    _extra_keywords = ""
+
+    def check_options(self, options: dict) -> dict:
+        if "save_lse" in options:
+            raise TypeError("save_lse is an option of the forward pass (run(..., save_lse=True)"
+                            " writes L); the backward pass reads L")
+        return super().check_options(options)
+
+    def plan(self, N: int, d: int, M: int, *, mask=None, **options) -> Plan:
+        """Check the options and ``M``, then return the plan (``mask`` as for the forward)."""
+        self.check_options(options)                   # before save_lse binds to the forward's
+        return super().plan(N, d, M, mask=mask, **options)
+
     def simulate(self, mem: TwoLevelMemory, Q: SlowArray, K: SlowArray, V: SlowArray,
                  O: SlowArray, dO: SlowArray, L: SlowArray, dQ: SlowArray, dK: SlowArray,
                  dV: SlowArray, plan: Plan, scale: float) -> None:
         """Compute ``dQ, dK, dV`` from ``Q, K, V``, the forward's ``O`` and row log-sum-exp
-        ``L`` (``L_i = log sum_j exp(scale q_i . k_j)``) and ``dO``, all in slow memory."""
+        ``L`` (``L_i = log sum_j exp(scale q_i . k_j)`` over the keys row ``i`` attends to,
+        ``+inf`` for a row that attends to none) and ``dO``, all in slow memory."""
         raise NotImplementedError
 
 

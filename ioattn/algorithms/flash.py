@@ -28,10 +28,37 @@ time, as many as fit beside ``K_j, V_j``. That moves exactly the entries the pap
     reads  = 2 N d + ceil(N / B_c) N (2d + 2),
     writes = N d + 2N + ceil(N / B_c) N (d + 2).
 
+``save_lse=True`` also writes the row log-sum-exp ``L = m + log l`` to slow memory, ``N`` more
+writes and nothing more held, as the forward of [FA2]_ (Algorithm 1) does for its backward:
+FA2 writes ``L_i`` beside ``O_i`` from the ``m_i``, ``l_i`` in the cache; FA1 writes it in the
+last inner step that visits the row (``L = +inf`` for a row with nothing to attend to, see
+:mod:`ioattn.masks`).
+
+Block-sparse FlashAttention (Section 3.3 and Proposition 4 of [FA]_)
+-------------------------------------------------------------------
+With a mask (:mod:`ioattn.masks`), a block ``(I, J)`` of ``B_r x B_c`` scores is *nonempty* when
+any of its entries is True, and both variants visit only the nonempty blocks: the pair ``K_J,
+V_J`` is read, and (FA1) ``Q_I, O_I, l_I, m_I`` read and written, only for them. In a block that
+is only partly True the masked scores are set to ``-inf`` in the cache; the online softmax
+treats a row whose scores are all ``-inf`` so far as empty (no ``-inf - (-inf)``). Reading the
+mask costs nothing (see :mod:`ioattn.masks`). With ``r_I``, ``c_J`` the block sizes and sums over
+nonempty blocks::
+
+    FA2: reads  = d sum_{I with a nonempty block} r_I  +  2d sum_{(I, J) nonempty} c_J,
+         writes = N d                   (a query block with nothing to attend to: zeros, no read)
+    FA1: reads  = 2d sum_{J with a nonempty block} c_J  +  (2d + 2) sum_{(I, J) nonempty} r_I,
+         writes = N d + 2N  +  (d + 2) sum_{(I, J) nonempty} r_I,
+
+plus ``N`` writes with ``save_lse``: a sum over blocks, ``Theta(N d + N^2 d^2 s / M)`` for a
+fraction ``s`` of nonempty blocks, as Proposition 4 of [FA]_ states. A causal mask about halves the
+I/O. The peak is the largest working set of a visited block (or of a query block with nothing
+to attend to, which holds only the zeros it writes).
+
 References
 ----------
 .. [FA] T. Dao, D. Y. Fu, S. Ermon, A. Rudra, C. Re, "FlashAttention: fast and memory-efficient
-   exact attention with IO-awareness", NeurIPS 2022, Algorithm 1 and Theorem 2.
+   exact attention with IO-awareness", NeurIPS 2022, Algorithm 1 and Theorem 2; Section 3.3,
+   Algorithm 5 and Proposition 4 (block-sparse FlashAttention).
 .. [FA2] T. Dao, "FlashAttention-2: faster attention with better parallelism and work
    partitioning", arXiv:2307.08691, Algorithm 1.
 """
@@ -44,7 +71,7 @@ import numpy as np
 
 from .._validate import as_count
 from ..memory import IOCount
-from .base import Algorithm, Plan, ceil_div, register
+from .base import Algorithm, Plan, ceil_div, divide_rows, log_sum_exp, register
 
 VARIANTS = ("fa2", "fa1")
 
@@ -126,6 +153,9 @@ class Flash(Algorithm):
 
     def cost(self, plan: FlashPlan) -> IOCount:
         N, d = plan.N, plan.d
+        lse = N if plan.save_lse else 0
+        if plan.mask is not None:
+            return _masked_cost(plan, lse)
         if plan.variant == "fa2":
             reads = N * d + 2 * N * d * ceil_div(N, plan.B_r)
             writes = N * d
@@ -133,13 +163,38 @@ class Flash(Algorithm):
             T_c = ceil_div(N, plan.B_c)
             reads = 2 * N * d + T_c * N * (2 * d + 2)
             writes = N * d + 2 * N + T_c * N * (d + 2)
-        return IOCount(reads=reads, writes=writes, peak=plan.footprint)
+        return IOCount(reads=reads, writes=writes + lse, peak=plan.footprint)
 
-    def simulate(self, mem, Q, K, V, O, plan: FlashPlan, scale):
+    def simulate(self, mem, Q, K, V, O, plan: FlashPlan, scale, L=None):
+        if plan.save_lse and L is None:
+            L = mem.allocate_slow("L", plan.N)
         if plan.variant == "fa2":
-            _fa2(mem, Q, K, V, O, plan, scale)
+            _fa2(mem, Q, K, V, O, L, plan, scale)
         else:
-            _fa1(mem, Q, K, V, O, plan, scale)
+            _fa1(mem, Q, K, V, O, L, plan, scale)
+
+
+def _masked_cost(plan: FlashPlan, lse: int) -> IOCount:
+    """The module docstring's sums over the nonempty blocks, and the peak they reach."""
+    N, d = plan.N, plan.d
+    blocks = plan.mask.blocks(plan.B_r, plan.B_c)
+    act, r, c = blocks.nonempty, blocks.rows, blocks.cols
+    rows_visited = act.any(axis=1)
+    r_, c_ = r[:, None], c[None, :]
+    if plan.variant == "fa2":
+        reads = d * int(r[rows_visited].sum()) + 2 * d * int(act.sum(axis=0) @ c)
+        writes = N * d
+        work = 2 * r_ * d + 3 * r_ + 2 * c_ * d + r_ * c_             # a visited block
+        idle = r[~rows_visited] * d                                    # zeros for O_I
+        peak = max(int(work[act].max(initial=0)), int(idle.max(initial=0)))
+    else:
+        visits = int(r @ act.sum(axis=1))                              # sum of r_I, (I, J) visited
+        reads = 2 * d * int(c[act.any(axis=0)].sum()) + (2 * d + 2) * visits
+        writes = N * d + 2 * N + (d + 2) * visits
+        R = np.minimum(plan.R, r_)
+        work = 2 * c_ * d + R * (2 * d + c_ + 4)
+        peak = max(int(work[act].max(initial=0)), min(plan.R, N) * d)  # init: R rows of zeros
+    return IOCount(reads=reads, writes=writes + lse, peak=peak)
 
 
 def _block(block):
@@ -156,10 +211,29 @@ def _check_variant(variant):
         raise ValueError(f"flash variant must be one of {', '.join(VARIANTS)}; got {variant!r}")
 
 
-def _fa2(mem, Q, K, V, O, plan, scale):
+def _blocks(plan):
+    """The mask's nonempty and full ``B_r x B_c`` blocks, or None without a mask."""
+    return None if plan.mask is None else plan.mask.blocks(plan.B_r, plan.B_c)
+
+
+def _empty_rows(mem, O, L, rows, r, d):
+    """Rows with nothing to attend to: ``O = 0`` (and ``L = +inf``) written, nothing read."""
+    zeros = mem.allocate((r, d), "O_i = 0")
+    mem.write(O, zeros, rows)
+    if L is not None:
+        zeros[:, 0] = np.inf
+        mem.write(L, zeros[:, 0], rows)
+    mem.free(zeros)
+
+
+def _fa2(mem, Q, K, V, O, L, plan, scale):
     N, d = plan.N, plan.d
-    for i0 in range(0, N, plan.B_r):
+    blocks = _blocks(plan)
+    for bi, i0 in enumerate(range(0, N, plan.B_r)):
         rows = slice(i0, min(i0 + plan.B_r, N))
+        if blocks is not None and not blocks.nonempty[bi].any():
+            _empty_rows(mem, O, L, rows, rows.stop - i0, d)
+            continue
         Q_i = mem.read(Q, rows)
         Q_i *= scale                      # fold tau into Q_i: S_ij = tau Q_i K_j^T
         r = Q_i.shape[0]
@@ -167,15 +241,25 @@ def _fa2(mem, Q, K, V, O, plan, scale):
         m_i = mem.allocate(r, "m_i", fill=-np.inf)
         l_i = mem.allocate(r, "l_i")
         m_new = mem.allocate(r, "m_new", fill=None)
-        for j0 in range(0, N, plan.B_c):
+        for bj, j0 in enumerate(range(0, N, plan.B_c)):
+            if blocks is not None and not blocks.nonempty[bi, bj]:
+                continue                  # block-sparse: an empty block is not visited
             cols = slice(j0, min(j0 + plan.B_c, N))
             K_j, V_j = mem.read(K, cols), mem.read(V, cols)
             S_ij = mem.allocate((r, K_j.shape[0]), "S_ij", fill=None)
             np.matmul(Q_i, K_j.T, out=S_ij)
+            partial = blocks is not None and not blocks.full[bi, bj]
+            if partial:
+                np.copyto(S_ij, -np.inf, where=plan.mask.excluded[rows, cols])
             np.maximum(m_i, S_ij.max(axis=1), out=m_new)
-            np.subtract(m_i, m_new, out=m_i)
+            if partial:                   # rows all -inf so far: alpha = 0, P = 0, no NaN
+                live = np.isfinite(m_new)
+                np.subtract(m_i, m_new, out=m_i, where=live)
+                np.subtract(S_ij, m_new[:, None], out=S_ij, where=live[:, None])
+            else:
+                np.subtract(m_i, m_new, out=m_i)
+                S_ij -= m_new[:, None]
             np.exp(m_i, out=m_i)          # m_i now holds alpha = exp(m_old - m_new)
-            S_ij -= m_new[:, None]
             np.exp(S_ij, out=S_ij)        # P_ij, in place
             l_i *= m_i
             l_i += S_ij.sum(axis=1)
@@ -183,30 +267,51 @@ def _fa2(mem, Q, K, V, O, plan, scale):
             O_i += S_ij @ V_j
             m_i, m_new = m_new, m_i       # the running max moves to m_i; m_new is scratch again
             mem.free(S_ij, K_j, V_j)
-        O_i /= l_i[:, None]
+        divide_rows(O_i, l_i)             # a row with nothing to attend to stays 0
         mem.write(O, O_i, rows)
+        if L is not None:
+            log_sum_exp(m_i, l_i)         # L_i = m_i + log l_i, in place
+            mem.write(L, m_i, rows)
         mem.free(Q_i, O_i, m_i, l_i, m_new)
 
 
-def _fa1(mem, Q, K, V, O, plan, scale):
-    N, d, R = plan.N, plan.d, plan.R
+def _fa1(mem, Q, K, V, O, L, plan, scale):
+    N, d, R, B_r = plan.N, plan.d, plan.R, plan.B_r
+    blocks = _blocks(plan)
+    T_r, T_c = ceil_div(N, B_r), ceil_div(N, plan.B_c)
+    if blocks is None:
+        visited = np.ones((T_r, T_c), dtype=bool)
+    else:
+        visited = blocks.nonempty
+    # the last K/V block that visits each query block (-1: none), where L is written
+    last = np.where(visited.any(axis=1), T_c - 1 - np.argmax(visited[:, ::-1], axis=1), -1)
     l = mem.allocate_slow("l", N)
     m = mem.allocate_slow("m", N)
-    for i0 in range(0, N, R):             # line 2: O = 0, l = 0, m = -inf in slow memory
-        rows = slice(i0, min(i0 + R, N))
-        r = rows.stop - i0
-        zeros = mem.allocate((r, d), "zeros")
-        mem.write(O, zeros, rows)
-        mem.write(l, zeros[:, 0], rows)
-        zeros[:, 0] = -np.inf
-        mem.write(m, zeros[:, 0], rows)
-        mem.free(zeros)
-    for j0 in range(0, N, plan.B_c):
+    for bi, b0 in enumerate(range(0, N, B_r)):        # line 2: O = 0, l = 0, m = -inf
+        b1 = min(b0 + B_r, N)
+        for i0 in range(b0, b1, R):
+            rows = slice(i0, min(i0 + R, b1))
+            r = rows.stop - i0
+            zeros = mem.allocate((r, d), "zeros")
+            mem.write(O, zeros, rows)
+            mem.write(l, zeros[:, 0], rows)
+            zeros[:, 0] = -np.inf
+            mem.write(m, zeros[:, 0], rows)
+            if L is not None and last[bi] < 0:        # nothing to attend to: L = +inf
+                zeros[:, 0] = np.inf
+                mem.write(L, zeros[:, 0], rows)
+            mem.free(zeros)
+    for bj, j0 in enumerate(range(0, N, plan.B_c)):
+        if not visited[:, bj].any():
+            continue                                  # block-sparse: K_j, V_j never needed
         cols = slice(j0, min(j0 + plan.B_c, N))
         K_j, V_j = mem.read(K, cols), mem.read(V, cols)
         c = K_j.shape[0]
-        for b0 in range(0, N, plan.B_r):
-            b1 = min(b0 + plan.B_r, N)
+        for bi, b0 in enumerate(range(0, N, B_r)):
+            if not visited[bi, bj]:
+                continue
+            partial = blocks is not None and not blocks.full[bi, bj]
+            b1 = min(b0 + B_r, N)
             for i0 in range(b0, b1, R):
                 rows = slice(i0, min(i0 + R, b1))
                 Q_i, O_i = mem.read(Q, rows), mem.read(O, rows)
@@ -217,20 +322,34 @@ def _fa1(mem, Q, K, V, O, plan, scale):
                 m_new = mem.allocate(r, "m_new")
                 Q_i *= scale
                 np.matmul(Q_i, K_j.T, out=S_ij)
+                if partial:
+                    np.copyto(S_ij, -np.inf, where=plan.mask.excluded[rows, cols])
                 S_ij.max(axis=1, out=m_t)
-                S_ij -= m_t[:, None]
-                np.exp(S_ij, out=S_ij)                    # P~_ij
                 np.maximum(m_i, m_t, out=m_new)
-                np.exp(m_i - m_new, out=m_i)              # e^{m_i - m_new}
-                np.exp(m_t - m_new, out=m_t)              # e^{m~_ij - m_new}
+                if partial:               # rows all -inf so far: their factors are 0, no NaN
+                    live = np.isfinite(m_t)[:, None]
+                    np.subtract(S_ij, m_t[:, None], out=S_ij, where=live)
+                    live = np.isfinite(m_new)
+                    np.subtract(m_i, m_new, out=m_i, where=live)
+                    np.subtract(m_t, m_new, out=m_t, where=live)
+                else:
+                    S_ij -= m_t[:, None]
+                    m_i -= m_new
+                    m_t -= m_new
+                np.exp(S_ij, out=S_ij)                    # P~_ij
+                np.exp(m_i, out=m_i)                      # e^{m_i - m_new}
+                np.exp(m_t, out=m_t)                      # e^{m~_ij - m_new}
                 O_i *= (l_i * m_i)[:, None]               # diag(l_i) e^{m_i - m_new} O_i
                 l_i *= m_i
                 l_i += m_t * S_ij.sum(axis=1)             # l_new
                 S_ij *= m_t[:, None]
                 O_i += S_ij @ V_j
-                O_i /= l_i[:, None]
+                divide_rows(O_i, l_i)                     # a row still empty stays 0
                 mem.write(O, O_i, rows)
                 mem.write(l, l_i, rows)
                 mem.write(m, m_new, rows)
+                if L is not None and bj == last[bi]:      # the row's last block: L = m + log l
+                    log_sum_exp(m_new, l_i)
+                    mem.write(L, m_new, rows)
                 mem.free(Q_i, O_i, l_i, m_i, S_ij, m_t, m_new)
         mem.free(K_j, V_j)

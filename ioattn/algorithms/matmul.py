@@ -14,7 +14,9 @@ about ``2mnk/b + mn`` for square tiles of side ``b``. The default tile is the la
 cost approaches the ``2mnk/sqrt(M) + mn`` of [COSMA]_.
 
 The same tiled loop, with hooks, computes the two products of square-tiling attention and the two
-of standard attention.
+of standard attention. Given a mask (:mod:`ioattn.masks`) it computes only the tiles of ``C`` the
+mask needs, or reads only the strips of ``A`` it needs; :func:`product_io` is the exact cost of
+either, a sum over the mask's blocks.
 
 References
 ----------
@@ -38,7 +40,8 @@ from ..memory import IOCount, SlowArray, TwoLevelMemory
 from .base import ceil_div
 
 __all__ = ["MatmulPlan", "MatmulResult", "plan_matmul", "matmul_cost", "run_matmul",
-           "best_tile", "outer_product_side", "products_io", "strip_width", "tiled_product"]
+           "best_tile", "outer_product_side", "product_io", "products_io", "strip_width",
+           "tiled_product"]
 
 
 def outer_product_side(M: int, extra_per_row: int = 0) -> int:
@@ -129,6 +132,40 @@ def products_io(*plans: MatmulPlan) -> tuple[int, int]:
     return sum(p.reads for p in plans), sum(p.writes for p in plans)
 
 
+def product_io(plan: MatmulPlan, *, c_mask=None, a_mask=None, stats: int = 0
+               ) -> tuple[int, int, int]:
+    """Exact ``(reads, writes, peak)`` of :func:`tiled_product` with ``stats`` entries of row
+    state per row of a row block (held from ``row_start`` to ``row_end``).
+
+    Dense: ``k (m ceil(n / b_c) + n ceil(m / b_r))`` reads, ``m n`` writes, peak ``footprint +
+    stats r``. With ``c_mask`` only the nonempty ``b_r x b_c`` tiles ``(I, J)`` of ``C`` are
+    computed: each reads ``k (r_I + c_J)`` and writes ``r_I c_J``. With ``a_mask`` every tile of
+    ``C`` is computed but only the nonempty ``b_r x L`` strips ``(I, Λ)`` of ``A`` are read, each
+    once per tile of its row block with its strip of ``B``: ``w_Λ (ceil(n / b_c) r_I + n)``
+    reads. The peak is the largest working set the mask lets occur. A sum over blocks, no
+    simulation.
+    """
+    m, k, n = plan.m, plan.k, plan.n
+    if c_mask is None and a_mask is None:
+        return plan.reads, plan.writes, plan.footprint + stats * min(plan.b_r, m)
+    if c_mask is not None:
+        blocks = c_mask.blocks(plan.b_r, plan.b_c)
+        act, r, c = blocks.nonempty, blocks.rows, blocks.cols
+        reads = k * (int(act.sum(axis=1) @ r) + int(act.sum(axis=0) @ c))
+        writes = int(r @ act @ c)
+        w = min(plan.L, k)
+        work = (stats + c[None, :] + w) * r[:, None] + w * c[None, :]
+        peak = max(stats * int(r[0]), int(work[act].max(initial=0)))
+        return reads, writes, peak
+    blocks = a_mask.blocks(plan.b_r, plan.L)
+    act, r, w = blocks.nonempty, blocks.rows, blocks.cols
+    reads = ceil_div(n, plan.b_c) * int(r @ act @ w) + n * int(act.sum(axis=0) @ w)
+    widest = (act * w[None, :]).max(axis=1)             # the widest strip each row block reads
+    c0 = min(plan.b_c, n)
+    peak = int(((stats + c0 + widest) * r + widest * c0).max())
+    return reads, m * n, peak
+
+
 def plan_matmul(m: int, k: int, n: int, M: int, tile=None) -> MatmulPlan:
     """Tile sizes for ``C = A @ B`` under a cache of ``M`` entries.
 
@@ -180,31 +217,56 @@ def tiled_product(
     prepare: Callable | None = None,
     finish: Callable | None = None,
     row_end: Callable | None = None,
+    c_mask=None,
+    c_fill: float | None = -np.inf,
+    a_mask=None,
+    a_fill: float = 0.0,
 ) -> None:
     """The outer-product schedule, with hooks for the fused steps of attention.
 
     Row blocks of ``C`` are outermost. ``row_start(i0, i1)`` may allocate per-row state (row
     statistics) and returns it; ``prepare(a, state, first)`` may transform each strip of ``A`` in
-    the cache (``first`` is true in the first tile of the row block); ``finish(acc, state)``
-    transforms the finished tile before it is written; ``row_end(state, i0, i1)`` stores and frees
-    the state. With ``transpose_B``, ``B`` is stored as ``(n, k)``: strips are read from its rows;
-    with ``transpose_A``, ``A`` is stored as ``(k, m)``: strips are read from its rows and used
-    transposed in the cache (a view, no copy). The I/O is the same either way.
+    the cache (``first`` is true in the first tile of the row block); ``finish(acc, state, rows,
+    cols)`` transforms the finished tile ``C[rows, cols]`` before it is written;
+    ``row_end(state, i0, i1)`` stores and frees the state. With ``transpose_B``, ``B`` is stored
+    as ``(n, k)``: strips are read from its rows; with ``transpose_A``, ``A`` is stored as
+    ``(k, m)``: strips are read from its rows and used transposed in the cache (a view, no
+    copy). The I/O is the same either way.
+
+    Masks (:class:`~ioattn.masks.Mask`, free to consult: see :mod:`ioattn.masks`), at most one:
+
+    - ``c_mask``, aligned with ``C``: only the tiles with a True entry are computed and written
+      (the others are left as they are); in a partly True tile the masked entries are set to
+      ``c_fill`` before ``finish`` (unless it is None). Row hooks still run for every row block.
+    - ``a_mask``, aligned with ``A`` as used (``m x k``): only the strips of ``A`` with a True
+      entry are read, with their strips of ``B``; in a partly True strip the masked entries are
+      set to ``a_fill`` before ``prepare``, so they may hold anything in slow memory (entries a
+      sparse product never wrote, say). Every tile of ``C`` is computed and written.
+
+    :func:`product_io` gives the exact count of either.
     """
     m, k, n = plan.m, plan.k, plan.n
-    for i0 in range(0, m, plan.b_r):
+    tiles = c_mask.blocks(plan.b_r, plan.b_c) if c_mask is not None else None
+    strips = a_mask.blocks(plan.b_r, plan.L) if a_mask is not None else None
+    for bi, i0 in enumerate(range(0, m, plan.b_r)):
         i1 = min(i0 + plan.b_r, m)
         state = row_start(i0, i1) if row_start else None
-        for j0 in range(0, n, plan.b_c):
+        for bj, j0 in enumerate(range(0, n, plan.b_c)):
+            if tiles is not None and not tiles.nonempty[bi, bj]:
+                continue
             j1 = min(j0 + plan.b_c, n)
             acc = mem.allocate((i1 - i0, j1 - j0), "C tile")
-            for l0 in range(0, k, plan.L):
+            for bl, l0 in enumerate(range(0, k, plan.L)):
+                if strips is not None and not strips.nonempty[bi, bl]:
+                    continue
                 l1 = min(l0 + plan.L, k)
                 if transpose_A:
                     a_buf = mem.read(A, slice(l0, l1), slice(i0, i1))
                     a = a_buf.T
                 else:
                     a = a_buf = mem.read(A, slice(i0, i1), slice(l0, l1))
+                if strips is not None and not strips.full[bi, bl]:
+                    np.copyto(a, a_fill, where=a_mask.excluded[i0:i1, l0:l1])
                 if prepare:
                     prepare(a, state, j0 == 0)
                 if transpose_B:
@@ -214,9 +276,12 @@ def tiled_product(
                     b = mem.read(B, slice(l0, l1), slice(j0, j1))
                     acc += a @ b
                 mem.free(a_buf, b)
+            rows, cols = slice(i0, i1), slice(j0, j1)
+            if tiles is not None and c_fill is not None and not tiles.full[bi, bj]:
+                np.copyto(acc, c_fill, where=c_mask.excluded[rows, cols])
             if finish:
-                finish(acc, state)
-            mem.write(C, acc, slice(i0, i1), slice(j0, j1))
+                finish(acc, state, rows, cols)
+            mem.write(C, acc, rows, cols)
             mem.free(acc)
         if row_end:
             row_end(state, i0, i1)

@@ -32,6 +32,21 @@ the two products plus ``m`` written and read once::
 about ``8 N^2 d / sqrt(M) + N^2`` blocked and ``4 N^2 d / sqrt(M) + N^2`` outer; the explicit
 upper bound is :func:`ioattn.bounds.upper_bound`.
 
+``save_lse=True`` writes the row log-sum-exp ``L = m + log l`` at the end of each row block of
+phase 2, from the ``m`` and ``l`` already in the cache: ``N`` more writes, nothing more held.
+
+With a mask (:mod:`ioattn.masks`) square tiling computes only the tiles it needs. Phase 1
+computes and writes only the tiles of ``S`` with a True entry (a tile ``(I, J)`` of ``r_I x c_J``
+entries reads ``d (r_I + c_J)`` and writes ``r_I c_J``), with ``-inf`` at its masked entries;
+``m`` is still written for every row (``-inf`` for a row with nothing to attend to). Phase 2
+reads only the strips of ``S`` with a True entry, with their strips of ``V`` (a strip ``(I, Λ)``
+``w_Λ`` wide reads ``w_Λ (ceil(d / b'_c) r_I + d)``), sets its masked entries to ``-inf`` in the
+cache (so entries of ``S`` phase 1 never wrote are never used), and writes every tile of ``O``:
+a row with nothing to attend to gets zeros. The count is
+:func:`~ioattn.algorithms.matmul.product_io` of the two products, plus ``m`` (``2N``), plus ``O``
+and ``L``: a sum over the mask's blocks. A causal mask about halves both products and the
+``N^2`` writes of ``S``.
+
 References
 ----------
 .. [SY] B. Saha, C. Ye, "The I/O complexity of attention, or how optimal is FlashAttention?",
@@ -47,8 +62,8 @@ from math import isqrt
 import numpy as np
 
 from ..memory import IOCount
-from .base import Algorithm, Plan, register
-from .matmul import MatmulPlan, best_tile, products_io, strip_width, tiled_product
+from .base import Algorithm, Plan, divide_rows, log_sum_exp, register
+from .matmul import MatmulPlan, best_tile, product_io, strip_width, tiled_product
 
 SCHEDULES = ("blocked", "outer")
 
@@ -112,31 +127,39 @@ class SquareTiling(Algorithm):
                                 square_tile_plan(N, N, d, M, schedule, 2))
 
     def cost(self, plan: SquareTilingPlan) -> IOCount:
-        reads, writes = products_io(plan.phase1, plan.phase2)
-        # plus the row maxima m, written once and read once
-        return IOCount(reads=reads + plan.N, writes=writes + plan.N, peak=plan.footprint)
-
-    def simulate(self, mem, Q, K, V, O, plan: SquareTilingPlan, scale):
         N = plan.N
+        r1, w1, p1 = product_io(plan.phase1, c_mask=plan.mask, stats=1)
+        r2, w2, p2 = product_io(plan.phase2, a_mask=plan.mask, stats=2)
+        # plus the row maxima m, written once and read once, and L when saved
+        writes = w1 + w2 + N + (N if plan.save_lse else 0)
+        return IOCount(reads=r1 + r2 + N, writes=writes, peak=max(p1, p2))
+
+    def simulate(self, mem, Q, K, V, O, plan: SquareTilingPlan, scale, L=None):
+        N, mask = plan.N, plan.mask
+        if plan.save_lse and L is None:
+            L = mem.allocate_slow("L", N)
         S = mem.allocate_slow("S", (N, N))
         m = mem.allocate_slow("m", N)
 
         def start_scores(i0, i1):
             return mem.allocate(i1 - i0, "m_i", fill=-np.inf)
 
-        def finish_scores(S_ij, m_i):
-            S_ij *= scale
+        def finish_scores(S_ij, m_i, rows, cols):
+            S_ij *= scale                 # masked entries are -inf already (c_mask)
             np.maximum(m_i, S_ij.max(axis=1), out=m_i)
 
         def end_scores(m_i, i0, i1):
             mem.write(m, m_i, slice(i0, i1))
             mem.free(m_i)
 
-        tiled_product(mem, Q, K, S, plan.phase1, transpose_B=True,
-                      row_start=start_scores, finish=finish_scores, row_end=end_scores)
+        tiled_product(mem, Q, K, S, plan.phase1, transpose_B=True, row_start=start_scores,
+                      finish=finish_scores, row_end=end_scores, c_mask=mask, c_fill=-np.inf)
 
         def start_output(i0, i1):
-            return mem.read(m, slice(i0, i1)), mem.allocate(i1 - i0, "l_i")
+            m_i = mem.read(m, slice(i0, i1))
+            if mask is not None:          # a row with nothing to attend to: all its scores are
+                m_i[np.isneginf(m_i)] = 0.0   # -inf, so any finite reference gives exp = 0
+            return m_i, mem.allocate(i1 - i0, "l_i")
 
         def exponentiate(S_strip, stats, first_tile):
             m_i, l_i = stats
@@ -145,11 +168,16 @@ class SquareTiling(Algorithm):
             if first_tile:
                 l_i += S_strip.sum(axis=1)
 
-        def normalise(O_tile, stats):
-            O_tile /= stats[1][:, None]
+        def normalise(O_tile, stats, rows, cols):
+            divide_rows(O_tile, stats[1])
 
         def end_output(stats, i0, i1):
+            if L is not None:
+                m_i, l_i = stats
+                log_sum_exp(m_i, l_i)
+                mem.write(L, m_i, slice(i0, i1))
             mem.free(*stats)
 
         tiled_product(mem, S, V, O, plan.phase2, row_start=start_output, prepare=exponentiate,
-                      finish=normalise, row_end=end_output)
+                      finish=normalise, row_end=end_output, a_mask=mask, a_fill=-np.inf)
+

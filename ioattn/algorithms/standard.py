@@ -16,7 +16,14 @@ writes ``m n``. With ``p`` the number of softmax passes (1 or 2)::
     reads  = reads(Q K^T)  +  p N^2  +  reads(P V),
     writes = N^2 + N^2 + N d.
 
-When ``M >= d^2`` this is ``Theta(N^2 + N d)``, as [FA]_ states. Square tiling with the
+When ``M >= d^2`` this is ``Theta(N^2 + N d)``, as [FA]_ states. ``save_lse=True`` writes the
+row log-sum-exp ``L = m + log l`` from the softmax's statistics: ``N`` more writes.
+
+With a mask (:mod:`ioattn.masks`) standard attention does what an unfused implementation does:
+the masked scores are set to ``-inf`` in the epilogue of the first product, in the cache, and
+everything else is as without a mask. Its I/O does not depend on the mask: only a schedule that
+skips blocks (FlashAttention, square tiling) gains from sparsity. A row with nothing to attend
+to gets ``P = 0`` and zeros in ``O``. Square tiling with the
 outer-product schedule does the same two products and saves the round trip of ``P``, but keeps
 room for row statistics beside its tiles; for the very smallest caches (a few dozen entries)
 its tiles are then smaller than these and standard attention moves less.
@@ -33,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..memory import IOCount
-from .base import Algorithm, Plan, register
+from .base import Algorithm, Plan, divide_rows, log_sum_exp, register
 from .matmul import MatmulPlan, plan_matmul, products_io, tiled_product
 
 
@@ -78,26 +85,31 @@ class Standard(Algorithm):
     def cost(self, plan: StandardPlan) -> IOCount:
         reads, writes = products_io(plan.scores, plan.output)
         NN = plan.N * plan.N                                # the softmax reads S, writes P
-        return IOCount(reads=reads + plan.passes * NN, writes=writes + NN, peak=plan.footprint)
+        writes += NN + (plan.N if plan.save_lse else 0)
+        return IOCount(reads=reads + plan.passes * NN, writes=writes, peak=plan.footprint)
 
-    def simulate(self, mem, Q, K, V, O, plan: StandardPlan, scale):
-        N = plan.N
+    def simulate(self, mem, Q, K, V, O, plan: StandardPlan, scale, L=None):
+        N, mask = plan.N, plan.mask
+        if plan.save_lse and L is None:
+            L = mem.allocate_slow("L", N)
         S = mem.allocate_slow("S", (N, N))
         P = mem.allocate_slow("P", (N, N))
 
-        def scale_tile(S_ij, state):
+        def scale_tile(S_ij, state, rows, cols):
             S_ij *= scale
+            if mask is not None:
+                np.copyto(S_ij, -np.inf, where=mask.excluded[rows, cols])
 
         tiled_product(mem, Q, K, S, plan.scores, transpose_B=True, finish=scale_tile)
         if plan.passes == 1:
-            _softmax_rows(mem, S, P, plan.R)
+            _softmax_rows(mem, S, P, plan.R, L)
         else:
-            _softmax_strips(mem, S, P, plan.W)
+            _softmax_strips(mem, S, P, plan.W, L)
         tiled_product(mem, P, V, O, plan.output)
 
 
-def _softmax_rows(mem, S, P, R):
-    """One pass: blocks of whole rows, with their max and sum."""
+def _softmax_rows(mem, S, P, R, L=None):
+    """One pass: blocks of whole rows, with their max and sum (and ``L = m + log l``)."""
     N = S.shape[0]
     for i0 in range(0, N, R):
         rows = slice(i0, min(i0 + R, N))
@@ -105,15 +117,19 @@ def _softmax_rows(mem, S, P, R):
         m_i = mem.allocate(S_i.shape[0], "m_i")
         l_i = mem.allocate(S_i.shape[0], "l_i")
         S_i.max(axis=1, out=m_i)
-        S_i -= m_i[:, None]
+        live = np.isfinite(m_i)[:, None]         # False only on a row the mask leaves empty
+        np.subtract(S_i, m_i[:, None], out=S_i, where=live)
         np.exp(S_i, out=S_i)
         S_i.sum(axis=1, out=l_i)
-        S_i /= l_i[:, None]
+        divide_rows(S_i, l_i)
         mem.write(P, S_i, rows)
+        if L is not None:
+            log_sum_exp(m_i, l_i)
+            mem.write(L, m_i, rows)
         mem.free(S_i, m_i, l_i)
 
 
-def _softmax_strips(mem, S, P, W):
+def _softmax_strips(mem, S, P, W, L=None):
     """Two passes over each row in strips of ``W``: online max and sum, then normalise."""
     N = S.shape[0]
     for i in range(N):
@@ -122,17 +138,24 @@ def _softmax_strips(mem, S, P, W):
         for j0 in range(0, N, W):
             x = mem.read(S, slice(i, i + 1), slice(j0, min(j0 + W, N)))
             m_new = max(stats[0], x.max())
-            x -= m_new
-            np.exp(x, out=x)
-            stats[1] = stats[1] * np.exp(stats[0] - m_new) + x.sum()
-            stats[0] = m_new
+            if m_new > -np.inf:                          # else the row is all -inf so far
+                x -= m_new
+                np.exp(x, out=x)
+                stats[1] = stats[1] * np.exp(stats[0] - m_new) + x.sum()
+                stats[0] = m_new
             mem.free(x)
         for j0 in range(0, N, W):
             cols = slice(j0, min(j0 + W, N))
             x = mem.read(S, slice(i, i + 1), cols)
-            x -= stats[0]
-            np.exp(x, out=x)
-            x /= stats[1]
+            if stats[1] > 0:
+                x -= stats[0]
+                np.exp(x, out=x)
+                x /= stats[1]
+            else:                                        # a row with nothing to attend to
+                x.fill(0.0)
             mem.write(P, x, slice(i, i + 1), cols)
             mem.free(x)
+        if L is not None:
+            log_sum_exp(stats[0:1], stats[1:2])
+            mem.write(L, stats[0:1], slice(i, i + 1))
         mem.free(stats)

@@ -1,0 +1,415 @@
+"""Masked (sparse) attention: the mask constructors and checks, every algorithm's outputs and
+gradients against the float64 reference, the exact counts (``run(...).io == io_cost(...)``,
+the peak within ``M``), rows with nothing to attend to, the saved row log-sum-exp, and the
+causal mask halving the I/O."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ioattn
+from ioattn import masks
+from ioattn.algorithms.base import ceil_div
+from ioattn.masks import Mask
+
+from .conftest import (
+    BACKWARD_IDS,
+    BACKWARD_VARIANTS,
+    VARIANT_IDS,
+    VARIANTS,
+    random_qkv,
+    reference_attention,
+    reference_backward,
+    reference_softmax,
+    relative_or_zero,
+)
+
+
+def least_M(name, d, options, backward=False):
+    return ioattn.min_M(name, d, backward=backward, **options)
+
+
+def inputs(N, d, seed=0, magnitude=1.0):
+    Q, K, V = random_qkv(N, d, seed=seed, magnitude=magnitude)
+    dO = np.random.default_rng(seed + 1000).standard_normal((N, d))
+    return Q, K, V, dO
+
+
+def random_mask(N, density, seed, empty_rows=()):
+    mask = np.random.default_rng(seed).random((N, N)) < density
+    mask[list(empty_rows)] = False
+    return mask
+
+
+def named_masks(N):
+    """The masks every algorithm is checked with, at size N (N >= 6)."""
+    return {
+        "causal": masks.causal(N),
+        "random": random_mask(N, 0.3, seed=N, empty_rows=(1, N - 2)),
+        "block_sparse": masks.block_sparse(N, (4, 3), 0.4, seed=N),
+        "window": masks.sliding_window(N, 3),
+        "anti_causal": masks.causal(N).T.copy(),        # the last row attends to one key only
+        "none_attend": np.zeros((N, N), dtype=bool),
+        "all_attend": np.ones((N, N), dtype=bool),
+    }
+
+
+MASK_NAMES = list(named_masks(8))
+# (N, d, M): odd N, N not a multiple of any block, M around d^2 and far above it.
+SIZES = [(13, 3, 60), (37, 5, 200), (50, 7, 1000)]
+
+
+# --------------------------------------------------------------------------- the constructors
+def test_causal_and_sliding_window():
+    c = masks.causal(5)
+    assert c.dtype == bool and c.shape == (5, 5)
+    assert all(c[i, j] == (j <= i) for i in range(5) for j in range(5))
+    w = masks.sliding_window(6, 2)
+    assert all(w[i, j] == (i - 2 < j <= i) for i in range(6) for j in range(6))
+    assert np.array_equal(masks.sliding_window(6, 6), masks.causal(6))
+
+
+def test_block_mask_and_from_blocks_are_inverse():
+    blocks = np.array([[True, False, True], [False, False, True]])
+    m = masks.from_blocks(blocks, (4, 3), 7)            # blocks cut to fit N = 7
+    assert m.shape == (7, 7) and m.dtype == bool
+    assert m[:4, :3].all() and not m[:4, 3:6].any() and m[:4, 6:].all() and not m[4:, :6].any()
+    assert np.array_equal(masks.block_mask(m, 4, 3), blocks)
+    # a block is nonempty when any entry is True
+    assert np.array_equal(masks.block_mask(masks.causal(5), 2, 2),
+                          [[True, False, False], [True, True, False], [True, True, True]])
+    with pytest.raises(ValueError, match=r"blocks must be a boolean array of shape \(2, 3\)"):
+        masks.from_blocks(blocks[:, :2], (4, 3), 7)
+
+
+def test_block_sparse_density():
+    m = masks.block_sparse(40, 5, 0.25, seed=3)
+    assert masks.block_mask(m, 5, 5).sum() == 16          # 25% of 64 blocks
+    assert np.array_equal(m, masks.block_sparse(40, 5, 0.25, seed=3))
+    assert not masks.block_sparse(40, 5, 0.0).any() and masks.block_sparse(40, 5, 1.0).all()
+    with pytest.raises(ValueError, match="density must lie in"):
+        masks.block_sparse(40, 5, 1.5)
+
+
+@pytest.mark.parametrize("bad, message", [
+    (np.ones((8, 8)), "mask must be a boolean array .* got dtype float64 .*astype"),
+    (np.ones((8, 8), dtype=int), "got dtype int64"),
+    (np.ones((8, 7), dtype=bool), r"mask must have shape \(N, N\) = \(8, 8\), got \(8, 7\)"),
+    (np.ones(8, dtype=bool), r"got \(8,\)"),
+    (np.ones((1, 8, 8), dtype=bool), r"got \(1, 8, 8\)"),
+    ([[True, False], [True]], "mask must be a boolean N x N array"),
+    ("causal", "got dtype <U6"),
+])
+def test_bad_masks_are_clear_errors(bad, message):
+    Q, K, V, dO = inputs(8, 3)
+    with pytest.raises(ValueError, match=message):
+        masks.as_mask(bad, 8)
+    with pytest.raises(ValueError, match=message):
+        ioattn.run("flash", Q, K, V, 100, mask=bad)
+    with pytest.raises(ValueError, match=message):
+        ioattn.io_cost("square_tiling", 8, 3, 100, mask=bad)
+    with pytest.raises(ValueError, match=message):
+        ioattn.run_backward("flash", Q, K, V, dO, 100, mask=bad)
+
+
+def test_mask_is_copied_compared_by_value_and_transposes():
+    a = masks.causal(6)
+    m = Mask(a)
+    a[0, 5] = True                                      # the caller's array is not the mask's
+    assert not m.array[0, 5] and not m.array.flags.writeable
+    assert m == Mask(masks.causal(6)) and hash(m) == hash(Mask(masks.causal(6)))
+    assert m != Mask(np.ones((6, 6), bool)) and m.T.T is m
+    assert np.array_equal(m.T.array, masks.causal(6).T)
+    assert "21 of 36" in repr(m) and m.density == 21 / 36
+    p = ioattn.plan("flash", 6, 2, 100, mask=masks.causal(6))
+    assert p.mask == m and p == ioattn.plan("flash", 6, 2, 100, mask=m)
+    assert ioattn.plan("flash", 6, 2, 100, mask=m).mask is m     # a Mask is kept, with its blocks
+
+
+# ------------------------------------------------------------------- forward: every algorithm
+@pytest.mark.parametrize("mask_name", MASK_NAMES)
+@pytest.mark.parametrize("N, d, M", SIZES)
+def test_forward_output_lse_and_exact_count(variant, N, d, M, mask_name):
+    name, options = variant
+    M = max(M, least_M(name, d, options))
+    mask = named_masks(N)[mask_name]
+    Q, K, V = random_qkv(N, d, seed=N + d)
+    r = ioattn.run(name, Q, K, V, M, mask=mask, save_lse=True, **options)
+    P, L = reference_softmax(Q, K, mask=mask)
+    assert relative_or_zero(r.output, P @ V) <= 1e-12
+    empty = ~mask.any(axis=1)
+    assert np.array_equal(r.output[empty], np.zeros((empty.sum(), d)))
+    assert np.array_equal(np.isposinf(r.lse), empty)
+    scale = max(1.0, np.abs(L[~empty]).max(initial=1.0))
+    assert np.abs(r.lse[~empty] - L[~empty]).max(initial=0) <= 1e-12 * scale
+    assert r.io == ioattn.io_cost(name, N, d, M, mask=mask, save_lse=True, **options)
+    assert r.io.peak <= r.plan.footprint <= M
+
+
+@pytest.mark.parametrize("name, options", VARIANTS, ids=VARIANT_IDS)
+def test_large_logits_with_masks(name, options):
+    """Logits of magnitude 10^3 and more, a causal mask and empty rows: no overflow, no NaN."""
+    N, d = 23, 6
+    Q, K, V = random_qkv(N, d, seed=3, magnitude=30.0)
+    mask = masks.causal(N)
+    mask[[0, 9]] = False
+    M = max(150, least_M(name, d, options))
+    assert np.abs(Q @ K.T / np.sqrt(d)).max() > 1e3
+    r = ioattn.run(name, Q, K, V, M, mask=mask, **options)
+    assert np.isfinite(r.output).all()
+    assert relative_or_zero(r.output, reference_attention(Q, K, V, mask=mask)) <= 1e-12
+
+
+@pytest.mark.parametrize("name, options", VARIANTS, ids=VARIANT_IDS)
+def test_all_true_mask_is_dense_attention(name, options):
+    N, d, M = 29, 4, 150
+    M = max(M, least_M(name, d, options))
+    Q, K, V = random_qkv(N, d, seed=7)
+    ones = np.ones((N, N), dtype=bool)
+    for save_lse in (False, True):
+        dense = ioattn.io_cost(name, N, d, M, save_lse=save_lse, **options)
+        assert ioattn.io_cost(name, N, d, M, mask=ones, save_lse=save_lse, **options) == dense
+    a = ioattn.run(name, Q, K, V, M, **options).output
+    b = ioattn.run(name, Q, K, V, M, mask=ones, **options).output
+    assert np.abs(a - b).max() <= 1e-14
+
+
+def test_standard_moves_what_it_moves_without_a_mask():
+    """Standard attention masks in the cache and skips nothing: its I/O ignores the mask."""
+    for N, d, M in [(30, 4, 50), (30, 4, 1000)]:
+        dense = ioattn.io_cost("standard", N, d, M)
+        for mask in named_masks(N).values():
+            assert ioattn.io_cost("standard", N, d, M, mask=mask) == dense
+            assert ioattn.io_cost("standard", N, d, M, mask=mask, backward=True) == \
+                ioattn.io_cost("standard", N, d, M, backward=True)
+
+
+@settings(max_examples=12)
+@given(data=st.data(), N=st.integers(1, 30), d=st.integers(1, 8),
+       density=st.sampled_from([0.0, 0.05, 0.3, 0.9]))
+@pytest.mark.parametrize("name, options", VARIANTS, ids=VARIANT_IDS)
+def test_forward_count_on_drawn_masks(name, options, data, N, d, density):
+    lo = least_M(name, d, options)
+    M = data.draw(st.integers(lo, lo + 30 * d * d), label="M")
+    seed = data.draw(st.integers(0, 10 ** 6), label="seed")
+    mask = random_mask(N, density, seed)
+    Q, K, V = random_qkv(N, d, seed=seed)
+    save_lse = data.draw(st.booleans(), label="save_lse")
+    r = ioattn.run(name, Q, K, V, M, mask=mask, save_lse=save_lse, **options)
+    assert r.io == ioattn.io_cost(name, N, d, M, mask=mask, save_lse=save_lse, **options)
+    assert r.io.peak <= M
+    assert relative_or_zero(r.output, reference_attention(Q, K, V, mask=mask)) <= 1e-11
+
+
+# ------------------------------------------------------------------ backward: every algorithm
+@pytest.fixture(params=BACKWARD_VARIANTS, ids=BACKWARD_IDS)
+def backward_variant(request):
+    return request.param
+
+
+def assert_gradients(out, Q, K, V, dO, mask, tol=1e-10):
+    for got, want, label in zip(out, reference_backward(Q, K, V, dO, mask=mask),
+                                ("dQ", "dK", "dV")):
+        assert got.shape == want.shape and got.dtype == np.float64
+        assert relative_or_zero(got, want) <= tol, label
+
+
+@pytest.mark.parametrize("mask_name", MASK_NAMES)
+@pytest.mark.parametrize("N, d, M", SIZES)
+def test_backward_gradients_and_exact_count(backward_variant, N, d, M, mask_name):
+    name, options = backward_variant
+    M = max(M, least_M(name, d, options, backward=True))
+    mask = named_masks(N)[mask_name]
+    Q, K, V, dO = inputs(N, d, seed=N * d)
+    r = ioattn.run_backward(name, Q, K, V, dO, M, mask=mask, **options)
+    assert_gradients(r.output, Q, K, V, dO, mask)
+    empty = ~mask.any(axis=1)
+    assert np.array_equal(r.output[0][empty], np.zeros((empty.sum(), d)))   # dQ of empty rows
+    assert r.io == ioattn.io_cost(name, N, d, M, backward=True, mask=mask, **options)
+    assert r.io.peak <= r.plan.footprint <= M
+
+
+@pytest.mark.parametrize("name, options", BACKWARD_VARIANTS, ids=BACKWARD_IDS)
+def test_backward_large_logits_with_masks(name, options):
+    """Every logit near 10^3 (exp alone would overflow), differences O(1) so the gradients are
+    O(1), a block-sparse mask and an empty row: P comes from L, nothing overflows."""
+    N, d = 23, 6
+    Q, K, V, dO = inputs(N, d, seed=8)
+    Q[:, 0] += 40.0
+    K[:, 0] += 40.0
+    assert (Q @ K.T / np.sqrt(d)).min() > 500
+    mask = masks.block_sparse(N, 5, 0.5, seed=2) | np.eye(N, dtype=bool)
+    mask[4] = False
+    r = ioattn.run_backward(name, Q, K, V, dO, 150, mask=mask, **options)
+    assert all(np.isfinite(g).all() for g in r.output)
+    assert_gradients(r.output, Q, K, V, dO, mask)
+
+
+@settings(max_examples=10)
+@given(data=st.data(), N=st.integers(1, 25), d=st.integers(1, 7),
+       density=st.sampled_from([0.0, 0.05, 0.3, 0.9]))
+@pytest.mark.parametrize("name, options", BACKWARD_VARIANTS, ids=BACKWARD_IDS)
+def test_backward_count_on_drawn_masks(name, options, data, N, d, density):
+    lo = least_M(name, d, options, backward=True)
+    M = data.draw(st.integers(lo, lo + 30 * d * d), label="M")
+    seed = data.draw(st.integers(0, 10 ** 6), label="seed")
+    mask = random_mask(N, density, seed)
+    Q, K, V, dO = inputs(N, d, seed=seed)
+    r = ioattn.run_backward(name, Q, K, V, dO, M, mask=mask, **options)
+    assert r.io == ioattn.io_cost(name, N, d, M, backward=True, mask=mask, **options)
+    assert r.io.peak <= M
+    assert_gradients(r.output, Q, K, V, dO, mask)
+
+
+@pytest.mark.parametrize("name, options", BACKWARD_VARIANTS, ids=BACKWARD_IDS)
+def test_nothing_to_attend_to_anywhere(name, options):
+    """An all-False mask: O = 0, L = +inf, zero gradients; flash reads nothing at all."""
+    N, d = 9, 3
+    Q, K, V, dO = inputs(N, d)
+    none = np.zeros((N, N), dtype=bool)
+    fwd = ioattn.run(name, Q, K, V, 100, mask=none, save_lse=True, **options)
+    assert not fwd.output.any() and np.isposinf(fwd.lse).all()
+    bwd = ioattn.run_backward(name, Q, K, V, dO, 100, mask=none, O=fwd.output, L=fwd.lse,
+                              **options)
+    assert not any(g.any() for g in bwd.output)
+    if name == "flash":
+        assert fwd.io.reads == 0 and bwd.io.reads == 0
+        assert (fwd.io.writes, bwd.io.writes) == (N * d + N, 3 * N * d)
+
+
+# ------------------------------------------------------------- block-sparse FlashAttention
+@pytest.mark.parametrize("variant", ["fa2", "fa1"])
+def test_flash_visits_only_nonempty_blocks(variant):
+    """The trace: K_J and V_J are read only for the nonempty blocks of the flash plan's
+    B_r x B_c grid, and (FA2) Q only for query blocks with one."""
+    N, d, M = 45, 4, 300
+    mask = random_mask(N, 0.02, seed=5)
+    r = ioattn.run("flash", *random_qkv(N, d), M, mask=mask, variant=variant, trace=True)
+    blocks = masks.block_mask(mask, r.plan.B_r, r.plan.B_c)
+    assert 0 < blocks.sum() < blocks.size
+    sizes = masks.block_sizes(N, r.plan.B_c)
+    per = {}
+    for t in r.trace:
+        per[t.op, t.array] = per.get((t.op, t.array), 0) + t.entries
+    if variant == "fa2":
+        assert per["read", "K"] == per["read", "V"] == d * int(blocks.sum(axis=0) @ sizes)
+        rows = masks.block_sizes(N, r.plan.B_r)
+        assert per["read", "Q"] == d * int(rows[blocks.any(axis=1)].sum())
+    else:
+        assert per["read", "K"] == per["read", "V"] == d * int(sizes[blocks.any(axis=0)].sum())
+
+
+def test_block_sparse_flash_is_proposition_4():
+    """[FA] Proposition 4: with a fraction s of nonempty blocks, block-sparse FlashAttention moves
+    N d (read Q) + N d (write O) + s times the dense K/V traffic, exactly, when the blocks of the
+    mask are the algorithm's and divide N."""
+    N, d, M = 96, 4, 400
+    p = ioattn.plan("flash", N, d, M, block=(12, 8))
+    T_r, T_c = N // 12, N // 8
+    dense = ioattn.io_cost("flash", N, d, M, block=(12, 8))
+    assert dense.reads == N * d + 2 * N * d * T_r
+    for density in (0.1, 0.25, 0.5):
+        mask = masks.block_sparse(N, (p.B_r, p.B_c), density, seed=1)
+        blocks = masks.block_mask(mask, 12, 8)
+        s = blocks.sum() / blocks.size
+        assert s == round(density * T_r * T_c) / (T_r * T_c)
+        c = ioattn.io_cost("flash", N, d, M, block=(12, 8), mask=mask)
+        kv = 2 * N * d * T_r * s
+        q = d * 12 * int(blocks.any(axis=1).sum())            # query blocks with a block
+        assert c.reads == q + kv and c.writes == N * d
+
+
+@pytest.mark.parametrize("name, options, backward", [
+    ("flash", {}, False), ("flash", {"variant": "fa1"}, False), ("flash", {}, True),
+    ("square_tiling", {}, False), ("square_tiling", {"schedule": "outer"}, False),
+    ("square_tiling", {"schedule": "outer"}, True),
+], ids=["flash-fa2", "flash-fa1", "flash-backward", "square_tiling-blocked",
+        "square_tiling-outer", "square_tiling-outer-backward"])
+def test_causal_mask_halves_the_io(name, options, backward):
+    """At N = 4096, d = 64 the causal mask costs between 1/2 and 0.54 of the dense I/O, and the
+    ratio falls toward 1/2 as N doubles. For FA2 it is about 1/2 + 1/(T_r + 1): the diagonal
+    blocks are visited whole and Q, O move once whatever the mask."""
+    d, M = 64, 16384
+    ratios = []
+    for N in (1024, 2048, 4096):
+        causal = io_total(name, N, d, M, backward, options, masks.causal(N))
+        ratios.append(causal / io_total(name, N, d, M, backward, options))
+    assert ratios[0] > ratios[1] > ratios[2]
+    assert 0.5 < ratios[2] < 0.54, ratios
+    if name == "flash" and not backward and not options:
+        T_r = ceil_div(4096, ioattn.plan("flash", 4096, d, M).B_r)
+        assert abs(ratios[2] - (0.5 + 1 / (T_r + 1))) < 0.005
+
+
+def io_total(name, N, d, M, backward, options, mask=None):
+    return ioattn.io_cost(name, N, d, M, backward=backward, mask=mask, **options).total
+
+
+# ------------------------------------------------------------------- the saved statistics
+@pytest.mark.parametrize("name, options", VARIANTS, ids=VARIANT_IDS)
+def test_save_lse_writes_N_more_entries(name, options):
+    N, d = 31, 5
+    M = max(200, least_M(name, d, options))
+    Q, K, V = random_qkv(N, d, seed=11)
+    plain = ioattn.run(name, Q, K, V, M, **options)
+    saved = ioattn.run(name, Q, K, V, M, save_lse=True, trace=True, **options)
+    assert plain.lse is None
+    assert saved.io.reads == plain.io.reads and saved.io.writes == plain.io.writes + N
+    assert saved.io.peak == plain.io.peak
+    assert saved.io == ioattn.io_cost(name, N, d, M, save_lse=True, **options)
+    assert sum(t.entries for t in saved.trace if t.array == "L" and t.op == "write") == N
+    assert not any(t.array == "L" and t.op == "read" for t in saved.trace)
+    assert np.array_equal(saved.output, plain.output)
+    _, L = ioattn.saved_for_backward(Q, K, V)
+    assert np.abs(saved.lse - L).max() <= 1e-12 * np.abs(L).max()
+
+
+@pytest.mark.parametrize("name, options", BACKWARD_VARIANTS, ids=BACKWARD_IDS)
+def test_forward_then_backward_counts_a_training_step(name, options):
+    """The forward's O and L, written and counted with save_lse, are what the backward reads:
+    the gradients are the reference's, and the step's I/O is the sum of the two counts."""
+    N, d, M = 26, 4, 160
+    Q, K, V, dO = inputs(N, d, seed=12)
+    mask = masks.causal(N)
+    fwd = ioattn.run(name, Q, K, V, M, mask=mask, save_lse=True, **options)
+    bwd = ioattn.run_backward(name, Q, K, V, dO, M, mask=mask, O=fwd.output, L=fwd.lse,
+                              **options)
+    assert_gradients(bwd.output, Q, K, V, dO, mask)
+    assert bwd.io == ioattn.io_cost(name, N, d, M, backward=True, mask=mask, **options)
+    step = fwd.io.total + bwd.io.total
+    assert step == ioattn.io_cost(name, N, d, M, mask=mask, save_lse=True, **options).total + \
+        ioattn.io_cost(name, N, d, M, mask=mask, backward=True, **options).total
+
+
+def test_saved_for_backward_with_a_mask():
+    N, d = 10, 3
+    Q, K, V = random_qkv(N, d)
+    mask = masks.causal(N)
+    mask[3] = False
+    O, L = ioattn.saved_for_backward(Q, K, V, mask=mask)
+    P, L_ref = reference_softmax(Q, K, mask=mask)
+    assert np.array_equal(np.isposinf(L), ~mask.any(axis=1)) and not O[3].any()
+    np.testing.assert_allclose(O, P @ V, rtol=1e-13, atol=0)
+    np.testing.assert_allclose(L, L_ref, rtol=1e-13)
+
+
+def test_backward_checks_L_against_the_mask():
+    N, d = 6, 3
+    Q, K, V, dO = inputs(N, d)
+    mask = masks.causal(N)
+    mask[2] = False
+    O, L = ioattn.saved_for_backward(Q, K, V, mask=mask)
+    assert np.isposinf(L[2])
+    ioattn.run_backward("flash", Q, K, V, dO, 100, mask=mask, O=O, L=L)   # +inf on row 2: fine
+    L_finite = L.copy()
+    L_finite[2] = 0.0                     # any finite value on an empty row: P = 0 there anyway
+    a = ioattn.run_backward("flash", Q, K, V, dO, 100, mask=mask, O=O, L=L_finite).output
+    assert_gradients(a, Q, K, V, dO, mask)
+    for row, value in [(0, np.inf), (2, -np.inf), (2, np.nan), (4, np.nan)]:
+        bad = L.copy()
+        bad[row] = value
+        with pytest.raises(ValueError, match=f"only on a row the mask leaves empty.*row {row} "):
+            ioattn.run_backward("flash", Q, K, V, dO, 100, mask=mask, O=O, L=bad)
+    with pytest.raises(ValueError, match="L must hold N = 6 finite"):
+        ioattn.run_backward("flash", Q, K, V, dO, 100, O=O, L=L)          # no mask: all finite
