@@ -2,12 +2,13 @@
 
 - one live slider move of :func:`ioattn.widgets.explorer` at N = 4096, d = 64 (the exact counts
   at the new M, the marker moved and the figure redrawn to PNG), median over many moves (the
-  target is under 100 ms), in the forward and in the backward pass;
-- a change of d in the live widget (a new sweep, cached afterwards), and of the pass;
+  target is under 100 ms), in the forward and in the backward pass, dense and under the causal
+  mask (the exact masked counts, equal to ``io_cost(..., mask=ioattn.masks.causal(4096))``);
+- a change of d in the live widget (a new sweep, cached afterwards), of the pass and of the mask;
 - the generation time and the size of :func:`ioattn.explorer.static_explorer` (N = 4096,
-  d in 32, 64, 128, 256, both passes).
+  d in 32, 64, 128, 256, both passes, dense and causal).
 
-Run ``python benchmarks/explorer.py`` (a few seconds).
+Run ``python benchmarks/explorer.py`` (about half a minute).
 """
 
 from __future__ import annotations
@@ -40,14 +41,23 @@ def main(out=sys.stdout):
     pass_change = timed(lambda i: w.update(backward=passes[i]), len(passes))
     w.update(backward=True)
     slider_back = timed(lambda i: w.update(log2_M=positions[i]), 50)
+    masks = [True, False] * 4
+    mask_change = timed(lambda i: w.update(causal=masks[i]), len(masks))
+    w.update(backward=False, causal=True)
+    slider_causal = timed(lambda i: w.update(log2_M=positions[i]), 50)
+    w.update(backward=True)
+    slider_causal_back = timed(lambda i: w.update(log2_M=positions[i]), 50)
     html = []
-    static = timed(lambda i: html.append(static_explorer()), 5)
+    static = timed(lambda i: html.append(static_explorer()), 3)
     size = len(html[-1].encode())
     rows = [
         ("live slider move (M), N=4096 d=64", slider, "target < 100 ms"),
         ("  the same, backward pass", slider_back, "target < 100 ms"),
+        ("  the same, causal mask, forward", slider_causal, "target < 100 ms"),
+        ("  the same, causal mask, backward", slider_causal_back, "target < 100 ms"),
         ("live d change (sweep cached after 1st)", d_change, ""),
         ("live pass change (cached after 1st)", pass_change, ""),
+        ("live mask change (cached after 1st)", mask_change, ""),
         ("static_explorer() generation", static, f"{size / 1024:.1f} KiB HTML"),
     ]
     print(f"crossover explorer, Python {platform.python_version()}, {platform.machine()}",

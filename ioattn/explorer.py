@@ -6,14 +6,15 @@ Two forms of one picture (exact I/O against ``M``, log-log, with the lower bound
 
 - :func:`curves`: the data of one picture, from :func:`ioattn.sweep.sweep` (exact totals, the
   lower bound, the cheapest algorithm at each ``M`` and the exact crossovers), forward or
-  backward;
+  backward, dense or causal;
 - :func:`static_explorer`: a self-contained HTML snippet for a static page (an inline SVG, the
-  exact totals of both passes as JSON and a small script; two range inputs, ``M`` and ``d``, and
-  a forward/backward select), with no kernel and nothing fetched from the network;
+  exact totals of both passes, dense and causal, as JSON and a small script; two range inputs,
+  ``M`` and ``d``, a forward/backward select and a "mask: none/causal" select), with no kernel
+  and nothing fetched from the network;
 - :func:`ioattn.widgets.explorer`: the live ipywidgets version, for a notebook with a kernel
-  (sliders for ``N``, ``d`` and ``log2 M``, a forward/backward toggle, a checkbox per algorithm,
-  a "simulate" button that runs the algorithms on random data and checks the counts against
-  :func:`ioattn.io_cost`).
+  (sliders for ``N``, ``d`` and ``log2 M``, a forward/backward toggle, a none/causal mask
+  toggle, a checkbox per algorithm, a "simulate" button that runs the algorithms on random data
+  and checks the counts against :func:`ioattn.io_cost`).
 
 >>> c = curves(1024, 32, Ms=[64, 1024, 8192])
 >>> c["names"], c["cheapest"]
@@ -22,18 +23,25 @@ Two forms of one picture (exact I/O against ``M``, log-log, with the lower bound
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import html
 import itertools
 import json
 import math
 
+import numpy as np
+
+from . import bounds
 from .algorithms import get
+from .algorithms.base import ceil_div
+from .api import io_cost, plan
+from .masks import Blocks, Mask, block_sizes
 from .plotting import STYLE, TITLES
 from .sweep import sweep
 
-__all__ = ["DEFAULT_NAMES", "DEFAULT_OPTIONS", "OTHER_COLOUR", "curves", "default_Ms", "m_label",
-           "picture_title", "readout", "static_explorer"]
+__all__ = ["DEFAULT_NAMES", "DEFAULT_OPTIONS", "OTHER_COLOUR", "causal_mask", "curves",
+           "default_Ms", "m_label", "picture_title", "readout", "static_explorer"]
 
 #: The algorithms shown by default.
 DEFAULT_NAMES = ("flash", "square_tiling", "standard")
@@ -59,7 +67,263 @@ def default_Ms(d: int, count: int = 32, lo: int | None = None, hi_factor: int = 
     return sorted({round(2 ** (a + i * (b - a) / (count - 1))) for i in range(count)})
 
 
-def curves(N: int, d: int, Ms=None, names=None, options=None, *, backward: bool = False) -> dict:
+class _Triangle(Mask):
+    """The causal mask (``lower=True``: ``j <= i``) or its transpose (``j >= i``), with its blocks
+    found from the indices instead of from an ``N x N`` array.
+
+    A :class:`ioattn.masks.Mask` in every respect (the algorithms' plans carry it, and
+    ``io_cost(..., mask=...)`` is unchanged), except that :meth:`blocks` needs no pass over
+    ``N^2`` entries and :attr:`array` is built only when asked for. For row block ``[r0, r1]`` and
+    column block ``[c0, c1]`` (inclusive ends) of the lower triangle, the block has a True entry
+    iff ``c0 <= r1`` and is all True iff ``c1 <= r0``; the transpose swaps the roles. The tests
+    check these blocks against :class:`~ioattn.masks.Mask` of :func:`ioattn.masks.causal`.
+    """
+
+    __slots__ = ("_lower", "_array")
+
+    def __init__(self, N: int, lower: bool = True):           # no super(): no N x N array yet
+        self.N = int(N)
+        self._lower = lower
+        self._array = None
+        self._blocks = {}
+        self._T = None
+        self._hash = None
+
+    @property
+    def array(self) -> np.ndarray:
+        if self._array is None:
+            a = np.tri(self.N, dtype=bool)
+            self._array = a if self._lower else a.T.copy()
+            self._array.flags.writeable = False
+        return self._array
+
+    @property
+    def excluded(self) -> np.ndarray:
+        out = ~self.array
+        out.flags.writeable = False
+        return out
+
+    def blocks(self, b_r: int, b_c: int) -> Blocks:
+        key = (int(b_r), int(b_c))
+        if key not in self._blocks:
+            r0 = np.arange(0, self.N, key[0])
+            c0 = np.arange(0, self.N, key[1])
+            r1 = np.minimum(r0 + key[0], self.N) - 1
+            c1 = np.minimum(c0 + key[1], self.N) - 1
+            if self._lower:                                     # True where j <= i
+                nonempty = c0[None, :] <= r1[:, None]
+                full = c1[None, :] <= r0[:, None]
+            else:                                               # True where j >= i
+                nonempty = c1[None, :] >= r0[:, None]
+                full = c0[None, :] >= r1[:, None]
+            for x in (nonempty, full):
+                x.flags.writeable = False
+            self._blocks[key] = Blocks(nonempty, full, block_sizes(self.N, key[0]),
+                                       block_sizes(self.N, key[1]))
+        return self._blocks[key]
+
+    @property
+    def T(self) -> Mask:
+        if self._T is None:
+            self._T = _Triangle(self.N, not self._lower)
+            self._T._T = self
+        return self._T
+
+    @property
+    def attending(self) -> np.ndarray:
+        return np.ones(self.N, dtype=bool)              # every row has its diagonal entry
+
+    @property
+    def density(self) -> float:
+        return (self.N + 1) / (2 * self.N)
+
+    def __repr__(self) -> str:
+        return f"Mask(N={self.N}, {self.N * (self.N + 1) // 2} of {self.N * self.N} entries True)"
+
+
+@functools.lru_cache(maxsize=4)
+def causal_mask(N: int) -> Mask:
+    """The causal mask of :func:`ioattn.masks.causal` as a :class:`ioattn.masks.Mask` whose block
+    structure is computed from the indices (no ``N x N`` pass; the array itself only on demand),
+    cached per ``N``: ``io_cost(..., mask=causal_mask(N))`` equals
+    ``io_cost(..., mask=ioattn.masks.causal(N))`` and is fast at ``N = 4096`` and beyond.
+
+    >>> from ioattn import io_cost, masks
+    >>> fast, slow = causal_mask(256), masks.causal(256)
+    >>> io_cost("flash", 256, 16, 1024, mask=fast) == io_cost("flash", 256, 16, 1024, mask=slow)
+    True
+    """
+    return _Triangle(N)
+
+
+def _causal_flash_cost(N: int, d: int, M: int, backward: bool, options: dict):
+    """Exact I/O of FlashAttention (FA2 order) or its backward under the causal mask, from the
+    block sizes alone: the sums of ``flash._masked_cost`` and ``backward_flash._masked_cost``
+    with ``T_r x T_c`` block masks replaced by sums over one block row or column (at a small
+    ``M`` the blocks are ``1 x 1`` and the block mask has ``N^2`` entries). Under the causal mask
+    block ``(I, J)`` is visited iff ``c0_J <= r1_I`` (first key, last query), so every block row
+    and column is visited and block ``(0, 0)``, of the largest sides, sets the peak. ``None``
+    for the FA1 order (left to :func:`ioattn.io_cost`). The tests check it against
+    ``io_cost(..., mask=ioattn.masks.causal(N))``."""
+    from .memory import IOCount
+
+    p = plan("flash", N, d, M, backward=backward, **options)
+    if not backward and p.variant != "fa2":
+        return None
+    r, c = block_sizes(N, p.B_r), block_sizes(N, p.B_c)
+    r0 = np.arange(0, N, p.B_r)
+    r1 = r0 + r - 1
+    c0 = np.arange(0, N, p.B_c)
+    R, C = int(r[0]), int(c[0])
+    if not backward:
+        per_col = len(r) - np.searchsorted(r1, c0, side="left")      # row blocks visiting J
+        reads = d * N + 2 * d * int(per_col @ c)
+        peak = 2 * R * d + 3 * R + 2 * C * d + R * C
+        return IOCount(reads=reads, writes=N * d, peak=peak)
+    per_row = np.searchsorted(c0, r1, side="right")                  # column blocks of I
+    visits = int(r @ per_row)
+    reads = 3 * d * N + (3 * d + 2) * visits
+    writes = N + d * visits + 2 * N * d
+    peak = max(4 * C * d + 3 * R * d + 2 * R + 2 * R * C, R * (2 * d + 1))
+    return IOCount(reads=reads, writes=writes, peak=peak)
+
+
+def _starts_ends(n: int, b: int):
+    """Sizes, first and last index of the blocks ``range(0, n, b)`` cuts ``n`` into."""
+    size = block_sizes(n, b)
+    first = np.arange(0, n, b)
+    return size, first, first + size - 1
+
+
+def _causal_product_io(p, *, c_mask: bool = False, a_mask: str | None = None,
+                       stats: int = 0) -> tuple[int, int, int]:
+    """``matmul.product_io(p, c_mask=..., a_mask=..., stats=...)`` for the causal mask, from
+    one block row or column at a time instead of the ``T_r x T_c`` block mask: ``c_mask=True``
+    computes only the tiles of ``C`` (``N x N``) the causal mask needs; ``a_mask`` is
+    ``"lower"`` (the causal mask) or ``"upper"`` (its transpose), the mask on ``A``
+    (``N x N``) whose empty strips are not read. Under the lower mask tile ``(I, J)`` is
+    nonempty iff ``c0_J <= r1_I``, under the upper iff ``c1_J >= r0_I``: each block row's
+    nonempty blocks are a prefix (lower) or a suffix (upper), every row and column has one, and
+    block ``(0, 0)`` (lower) has the largest sides. The tests check the results against
+    ``io_cost(..., mask=ioattn.masks.causal(N))``."""
+    m, k, n = p.m, p.k, p.n
+    if c_mask:
+        r, r0, r1 = _starts_ends(m, p.b_r)
+        c, c0, _ = _starts_ends(n, p.b_c)
+        per_row = np.searchsorted(c0, r1, side="right")          # J < per_row[I]
+        per_col = len(r) - np.searchsorted(r1, c0, side="left")  # rows I visiting J
+        cum = np.concatenate(([0], np.cumsum(c)))
+        reads = k * (int(per_row @ r) + int(per_col @ c))
+        writes = int(r @ cum[per_row])
+        w = min(p.L, k)
+        R, C = int(r[0]), int(c[0])
+        return reads, writes, max(stats * R, (stats + C + w) * R + w * C)
+    r, r0, r1 = _starts_ends(m, p.b_r)
+    w, s0, s1 = _starts_ends(k, p.L)
+    cum = np.concatenate(([0], np.cumsum(w)))
+    if a_mask == "lower":
+        upto = np.searchsorted(s0, r1, side="right")              # strips < upto[I]
+        row_w = cum[upto]
+        per_strip = len(r) - np.searchsorted(r1, s0, side="left")
+        widest = np.full(len(r), w[0])                            # strip 0 is always read
+    else:
+        start = np.searchsorted(s1, r0, side="left")              # strips >= start[I]
+        row_w = cum[-1] - cum[start]
+        per_strip = np.searchsorted(r0, s1, side="right")
+        widest = np.where(start < len(w) - 1, w[0], w[-1])
+    reads = ceil_div(n, p.b_c) * int(r @ row_w) + n * int(per_strip @ w)
+    C = min(p.b_c, n)
+    peak = int(((stats + C + widest) * r + widest * C).max())
+    return reads, m * n, peak
+
+
+def _causal_square_tiling_cost(N: int, d: int, M: int, backward: bool, options: dict):
+    """Exact I/O of square tiling (either schedule) or its backward under the causal mask:
+    the algorithm's ``cost`` with :func:`_causal_product_io` for each product."""
+    from .memory import IOCount
+
+    p = plan("square_tiling", N, d, M, backward=backward, **options)
+    if not backward:
+        r1, w1, p1 = _causal_product_io(p.phase1, c_mask=True, stats=1)
+        r2, w2, p2 = _causal_product_io(p.phase2, a_mask="lower", stats=2)
+        return IOCount(reads=r1 + r2 + N, writes=w1 + w2 + N, peak=max(p1, p2))
+    counts = [_causal_product_io(p.P, c_mask=True, stats=1),
+              _causal_product_io(p.dS, c_mask=True, stats=1),
+              _causal_product_io(p.dV, a_mask="upper"),
+              _causal_product_io(p.dQ, a_mask="lower"),
+              _causal_product_io(p.dK, a_mask="upper")]
+    reads = sum(x[0] for x in counts) + N + 2 * N * d + N + counts[1][1]
+    writes = sum(x[1] for x in counts) + N
+    # kernel 3's epilogue peaks at block (0, 0), as without a mask (p carries no mask)
+    peak = max(*(x[2] for x in counts), p.D_pass.footprint,
+               get("square_tiling", True)._epilogue_peak(p))
+    return IOCount(reads=reads, writes=writes, peak=peak)
+
+
+def _causal_cost(name: str, N: int, d: int, M: int, backward: bool, options: dict):
+    """``io_cost(name, N, d, M, backward=backward, mask=ioattn.masks.causal(N), **options)``,
+    exactly, computed fast (:func:`_causal_flash_cost`, :func:`_causal_square_tiling_cost`;
+    otherwise :func:`causal_mask`, whose blocks need no ``N x N`` pass)."""
+    if name == "flash" and "block" not in options:
+        got = _causal_flash_cost(N, d, M, backward, options)
+        if got is not None:
+            return got
+    if name == "square_tiling" and "block" not in options:
+        return _causal_square_tiling_cost(N, d, M, backward, options)
+    return io_cost(name, N, d, M, backward=backward, mask=causal_mask(N), **options)
+
+
+def _causal_curves(N: int, d: int, Ms: list, names: list, options: dict,
+                   backward: bool) -> dict:
+    """Totals, bounds, cheapest and crossovers under the causal mask (what :func:`curves` does
+    with :func:`ioattn.sweep.sweep` for dense attention)."""
+    Z = N * (N + 1) // 2
+    least = {n: _least(n, d, options, backward) for n in names}
+    memo: dict = {}
+
+    def total(n, M):
+        if M < least[n]:
+            return None
+        if (n, M) not in memo:
+            memo[n, M] = _causal_cost(n, N, d, M, backward, options.get(n, {})).total
+        return memo[n, M]
+
+    def best(M):                         # least total, ties to the first name (sorted)
+        runnable = [(total(n, M), n) for n in names if total(n, M) is not None]
+        return min(runnable)[1] if runnable else None
+
+    crossings = []
+    if len(Ms) > 1:                      # as bounds.crossovers: powers of two, then bisection
+        lo, hi = min(Ms), max(Ms)
+        powers = [1 << k for k in range(lo.bit_length(), hi.bit_length() + 1)]
+        grid = [lo] + [p for p in powers if lo < p < hi] + [hi]
+        for a, b in zip(grid, grid[1:]):
+            w_a, w_b = best(a), best(b)
+            if w_a == w_b or w_a is None:
+                continue
+            while b - a > 1:
+                mid = (a + b) // 2
+                if best(mid) == w_a:
+                    a = mid
+                else:
+                    b = mid
+            crossings.append({"M": b, "before": w_a, "after": best(b)})
+    return {
+        "totals": {n: [total(n, M) for M in Ms] for n in names},
+        "lower": [bounds.sparse_lower(N, d, M, Z, backward=backward) for M in Ms],
+        "lower_any": [None] * len(Ms),
+        "cheapest": [best(M) for M in Ms],
+        "crossovers": crossings,
+    }
+
+
+def _least(n: str, d: int, options: dict, backward: bool) -> int:
+    algo = get(n, backward)
+    return algo.min_M(d, **{**algo.options, **options.get(n, {})})
+
+
+def curves(N: int, d: int, Ms=None, names=None, options=None, *, backward: bool = False,
+           causal: bool = False) -> dict:
     """The data of one picture: exact I/O of each algorithm at each ``M``, and the bounds.
 
     Parameters
@@ -76,19 +340,26 @@ def curves(N: int, d: int, Ms=None, names=None, options=None, *, backward: bool 
     backward : bool, optional
         The backward passes' exact I/O (``io_cost(..., backward=True)``) and the backward
         bounds and crossovers instead of the forward's.
+    causal : bool, optional
+        Causal attention instead of dense: the exact I/O of the masked algorithms
+        (``io_cost(..., mask=ioattn.masks.causal(N))``, computed with :func:`causal_mask`, which
+        gives the same counts faster), ``lower`` is :func:`ioattn.bounds.sparse_lower` with
+        ``Z = N (N + 1) / 2`` computed scores, ``lower_any`` is ``None`` at every ``M`` (no
+        any-matrix-multiplication bound is stated for masked attention), and the crossovers are
+        found as :func:`ioattn.bounds.crossovers` finds them, from the masked costs.
 
     Returns
     -------
     dict
-        JSON-ready: ``N``, ``d``, ``backward``, ``Ms``; ``names`` (sorted) and ``labels``
-        (name with its options, :meth:`ioattn.sweep.Sweep.label`) and ``titles`` (the name in
-        prose, :data:`ioattn.plotting.TITLES`); ``totals`` (name -> exact I/O at each ``M``,
-        ``None`` where the algorithm cannot run); ``min_M`` (name -> least feasible ``M``);
-        ``lower`` and ``lower_any`` (:func:`ioattn.bounds.lower_bound` for standard and for
-        any matrix multiplication); ``cheapest`` (the name with the least I/O at each ``M``,
-        ties to the first name) and ``crossovers`` (a list of ``{"M", "before", "after"}``:
-        at ``M`` the cheapest is ``after``, at ``M - 1`` it was ``before``, found exactly by
-        :func:`ioattn.bounds.crossovers`).
+        JSON-ready: ``N``, ``d``, ``backward``, ``causal``, ``Ms``; ``names`` (sorted) and
+        ``labels`` (name with its options, :meth:`ioattn.sweep.Sweep.label`) and ``titles`` (the
+        name in prose, :data:`ioattn.plotting.TITLES`); ``totals`` (name -> exact I/O at each
+        ``M``, ``None`` where the algorithm cannot run); ``min_M`` (name -> least feasible
+        ``M``); ``lower`` and ``lower_any`` (:func:`ioattn.bounds.lower_bound` for standard and
+        for any matrix multiplication); ``cheapest`` (the name with the least I/O at each ``M``,
+        ties to the first name) and ``crossovers`` (a list of ``{"M", "before", "after"}``: at
+        ``M`` the cheapest is ``after``, at ``M - 1`` it was ``before``, found exactly by
+        :func:`ioattn.bounds.crossovers`; with ``causal``, see above).
 
     Examples
     --------
@@ -98,27 +369,28 @@ def curves(N: int, d: int, Ms=None, names=None, options=None, *, backward: bool 
     >>> curves(256, 16, Ms=[16, 256], backward=True)["min_M"]["flash"]   # 7d + 4 backward
     116
     """
+    if not isinstance(causal, bool):
+        raise TypeError(f"causal must be True or False, got {causal!r}")
     Ms = default_Ms(d) if Ms is None else list(Ms)
     names = sorted(names or DEFAULT_NAMES)
     options = DEFAULT_OPTIONS if options is None else options
     options = {n: dict(options[n]) for n in names if n in options}
-    s = sweep(N, d, Ms, names, options, backward=backward)
-
-    def least(n):
-        algo = get(n, backward)
-        return algo.min_M(d, **{**algo.options, **options.get(n, {})})
-
-    return {
-        "N": s.N, "d": s.d, "backward": s.backward, "Ms": list(s.Ms), "names": names,
+    s = sweep(N, d, Ms, names, options, backward=backward)  # dense; validates the sizes
+    out = {
+        "N": s.N, "d": s.d, "backward": s.backward, "causal": causal, "Ms": list(s.Ms),
+        "names": names,
         "labels": {n: s.label(n) for n in names},
         "titles": {n: TITLES.get(n, n) for n in names},
         "totals": {n: list(s.totals[n]) for n in names},
-        "min_M": {n: least(n) for n in names},
+        "min_M": {n: _least(n, d, options, backward) for n in names},
         "lower": list(s.lower),
         "lower_any": list(s.lower_any),
         "cheapest": s.cheapest(),
         "crossovers": [{"M": c.M, "before": c.before, "after": c.after} for c in s.crossovers],
     }
+    if causal:
+        out.update(_causal_curves(s.N, s.d, out["Ms"], names, options, backward))
+    return out
 
 
 # ---------------------------------------------------------------------------------- text
@@ -142,7 +414,9 @@ def m_label(M: int, d: int) -> str:
 def readout(data: dict, k: int) -> str:
     """The readout line of a picture ``data`` (from :func:`curves`) at ``Ms[k]``: the cheapest
     algorithm, then each algorithm's exact count (or the least ``M`` it needs) and the bound.
-    A backward picture says so after ``M``: ``M = 8,192 (backward pass): cheapest ...``.
+    A backward or causal picture says so after ``M``: ``M = 8,192 (backward pass): cheapest
+    ...``, ``M = 8,192 (causal mask): ...``, ``M = 8,192 (backward pass, causal mask): ...``;
+    there the lower bound is the sparse one (:func:`ioattn.bounds.sparse_lower`).
 
     The static explorer's script writes the same text.
 
@@ -157,17 +431,21 @@ def readout(data: dict, k: int) -> str:
         parts.append(data["labels"][n] + " " + (
             _commas(t) if t is not None else f"cannot run (needs M ≥ {_commas(data['min_M'][n])})"))
     parts.append("lower bound " + _commas(data["lower"][k]))
-    where = " (backward pass)" if data.get("backward") else ""
+    tags = [t for t, on in (("backward pass", data.get("backward")),
+                            ("causal mask", data.get("causal"))) if on]
+    where = f" ({', '.join(tags)})" if tags else ""
     return (f"N = {_commas(data['N'])}, d = {data['d']}, M = {_commas(data['Ms'][k])}{where}: "
             f"cheapest {data['titles'][best] if best is not None else 'none'}. "
             + "; ".join(parts))
 
 
-def picture_title(N: int, backward: bool = False) -> str:
+def picture_title(N: int, backward: bool = False, causal: bool = False) -> str:
     """The title of the static picture: ``Exact I/O of attention, N = 4,096`` (forward) or
-    ``Exact I/O of the attention backward pass, N = 4,096``."""
-    return (f"Exact I/O of {'the attention backward pass' if backward else 'attention'}, "
-            f"N = {_commas(N)}")
+    ``Exact I/O of the attention backward pass, N = 4,096``; with ``causal``, ``Exact I/O of
+    causal attention, N = 4,096`` (``of the causal attention backward pass``)."""
+    what = ("the causal attention backward pass" if causal else "the attention backward pass") \
+        if backward else ("causal attention" if causal else "attention")
+    return f"Exact I/O of {what}, N = {_commas(N)}"
 
 
 # ---------------------------------------------------------------------------------- static HTML
@@ -185,7 +463,8 @@ def _domain(*pictures: dict) -> list[float]:
     over every picture given (the forward and backward pictures of one ``d`` share axes)."""
     ys = [t for data in pictures for n in data["names"] for t in data["totals"][n]
           if t is not None]
-    ys += [b for data in pictures for b in data["lower"] + data["lower_any"] if b > 0]
+    ys += [b for data in pictures for b in data["lower"] + data["lower_any"]
+           if b is not None and b > 0]
     Ms = [M for data in pictures for M in data["Ms"]]
     return [math.log10(min(Ms)), math.log10(max(Ms)),
             math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))]
@@ -236,7 +515,8 @@ def _frame(data: dict, dom, shown: bool) -> str:
 
 
 def _cross(data: dict, dom, shown: bool) -> str:
-    """The dotted lines at the exact crossovers of one picture (one ``d``, one pass)."""
+    """The dotted lines at the exact crossovers of one picture (one ``d``, one pass, one
+    mask)."""
     bottom = _H - _B
     out = []
     for c in data["crossovers"]:
@@ -245,7 +525,8 @@ def _cross(data: dict, dom, shown: bool) -> str:
                    f'M = {_commas(c["M"])}: {c["before"]} → {c["after"]}</title></line>')
     display = "" if shown else ' display="none"'
     return (f'<g class="ioe-cross" data-d="{data["d"]}" '
-            f'data-pass="{"backward" if data["backward"] else "forward"}"{display} '
+            f'data-pass="{"backward" if data["backward"] else "forward"}" '
+            f'data-mask="{"causal" if data.get("causal") else "none"}"{display} '
             f'stroke="#2ca02c" stroke-dasharray="2 3">{"".join(out)}</g>')
 
 
@@ -260,7 +541,7 @@ _SCRIPT = """(function () {
   var D = JSON.parse(root.querySelector("script.ioe-data").textContent);
   var W = %(W)d, H = %(H)d, L = %(L)d, R = %(R)d, T = %(T)d, B = %(B)d;
   var sM = root.querySelector("input.ioe-M"), sd = root.querySelector("input.ioe-d");
-  var sp = root.querySelector("select.ioe-pass");
+  var sp = root.querySelector("select.ioe-pass"), sk = root.querySelector("select.ioe-mask");
   var outM = root.querySelector(".ioe-Mvalue"), outd = root.querySelector(".ioe-dvalue");
   var out = root.querySelector(".ioe-readout"), now = root.querySelector("line.ioe-now");
   var title = root.querySelector("text.ioe-title");
@@ -289,24 +570,26 @@ _SCRIPT = """(function () {
   }
   var shown = "";
   function show() {
-    var back = sp.value === "backward";
+    var back = sp.value === "backward", causal = sk.value === "causal";
     var j = Math.max(0, Math.min(D.ds.length - 1, Math.round(+sd.value)));
-    var c = (back ? D.backward : D.curves)[j];
+    var c = (causal ? (back ? D.causal_backward : D.causal) : (back ? D.backward : D.curves))[j];
     sM.max = String(c.Ms.length - 1);
     var k = Math.max(0, Math.min(c.Ms.length - 1, Math.round(+sM.value)));
     sd.value = String(j); sM.value = String(k);
-    if (j + sp.value !== shown) {
-      shown = j + sp.value;
+    if (j + sp.value + sk.value !== shown) {
+      shown = j + sp.value + sk.value;
       for (var f = 0; f < frames.length; f++)
         frames[f].setAttribute("display",
                                +frames[f].getAttribute("data-d") === c.d ? "inline" : "none");
       for (f = 0; f < cross.length; f++)
         cross[f].setAttribute("display", +cross[f].getAttribute("data-d") === c.d &&
-                              cross[f].getAttribute("data-pass") === sp.value ? "inline" : "none");
+                              cross[f].getAttribute("data-pass") === sp.value &&
+                              cross[f].getAttribute("data-mask") === sk.value ? "inline" : "none");
       for (var n in lines) lines[n].setAttribute("points", points(c, c.totals[n]));
       lower.setAttribute("points", points(c, c.lower));
       lowerAny.setAttribute("points", points(c, c.lower_any));
-      title.textContent = "Exact I/O of " + (back ? "the attention backward pass" : "attention") +
+      title.textContent = "Exact I/O of " + (back ? (causal ? "the causal attention backward pass"
+        : "the attention backward pass") : (causal ? "causal attention" : "attention")) +
         ", N = " + commas(c.N);
     }
     var M = c.Ms[k], x = px(c.dom, M);
@@ -328,13 +611,15 @@ _SCRIPT = """(function () {
     parts.push("lower bound " + commas(c.lower[k]));
     outM.textContent = D.mlabels[j][k];
     outd.textContent = "d = " + c.d;
+    var tags = (back ? ["backward pass"] : []).concat(causal ? ["causal mask"] : []);
     out.textContent = "N = " + commas(c.N) + ", d = " + c.d + ", M = " + commas(M) +
-      (back ? " (backward pass)" : "") + ": cheapest " +
+      (tags.length ? " (" + tags.join(", ") + ")" : "") + ": cheapest " +
       (best === null ? "none" : c.titles[best]) + ". " + parts.join("; ");
   }
   sM.addEventListener("input", show);
   sd.addEventListener("input", show);
   sp.addEventListener("change", show);
+  sk.addEventListener("change", show);
   show();
 })();"""
 
@@ -346,8 +631,8 @@ def _json_in_html(obj) -> str:
 
 
 def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, d: int | None = None,
-                    M: int | None = None, backward: bool = False, names=None,
-                    options=None) -> str:
+                    M: int | None = None, backward: bool = False, causal: bool = False,
+                    names=None, options=None) -> str:
     """A self-contained HTML crossover explorer for a static page, forward and backward.
 
     An inline SVG log-log plot of exact I/O against ``M`` (decade ticks, one polyline per
@@ -356,17 +641,21 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, d: int | N
     current ``M`` and a line there); a range input labelled "M" stepping through the cache
     sizes (shown as ``M = 2^k = ... entries = r d²``), a range input labelled "d" switching
     between ``ds``, a select labelled "pass" switching between the forward and the backward
-    pass, and a readout line (:func:`readout`: the cheapest algorithm and every exact count).
-    The exact totals of every ``d``, for both passes, are computed here by :func:`curves` and
-    embedded as JSON in a ``<script type="application/json" class="ioe-data">`` element; a
-    small inline script recomputes the geometry from them when a control changes. The two
-    passes of one ``d`` share the axes, so switching shows how much more the backward moves.
+    pass, a select labelled "mask" switching between dense attention ("none") and causal
+    attention ("causal": :func:`ioattn.masks.causal`, the masked algorithms' exact I/O and the
+    sparse lower bound), and a readout line (:func:`readout`: the cheapest algorithm and every
+    exact count). The exact totals of every ``d``, for both passes and both masks, are computed
+    here by :func:`curves` and embedded as JSON in a ``<script type="application/json"
+    class="ioe-data">`` element; a small inline script recomputes the geometry from them when a
+    control changes. The four pictures of one ``d`` share the axes, so switching shows how much
+    more the backward moves and how much a causal mask saves.
     Without script the picture shows the initial point. No external asset, no network access;
     every element sits under a ``div`` with a unique id, so several explorers can share a page.
 
     The JSON object has ``ds``; ``curves`` and ``backward``, one :func:`curves` dict per ``d``
-    for the forward and the backward pass, each with, in addition, ``dom`` (log10 of the
-    plotted M and I/O ranges, the same for both passes); and ``mlabels`` (per ``d``, the
+    for the forward and the backward pass, and ``causal`` and ``causal_backward``, the same with
+    ``causal=True``, each with, in addition, ``dom`` (log10 of the plotted M and I/O ranges,
+    the same for the four pictures of one ``d``); and ``mlabels`` (per ``d``, the
     :func:`m_label` of each ``M``).
 
     Parameters
@@ -383,6 +672,8 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, d: int | N
         The ``M`` shown first: the cache size nearest to it (in log); ``d^2`` by default.
     backward : bool, optional
         Show the backward pass first (the forward by default).
+    causal : bool, optional
+        Show the causal mask first (dense attention by default).
     names, options
         As for :func:`curves`.
 
@@ -396,26 +687,34 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, d: int | N
         d = 64 if 64 in ds else ds[0]
     if d not in ds:
         raise ValueError(f"d = {d} is not one of ds = {ds}")
-    if not isinstance(backward, bool):
-        raise TypeError(f"backward must be True or False, got {backward!r}")
+    for flag, label in ((backward, "backward"), (causal, "causal")):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{label} must be True or False, got {flag!r}")
     j = ds.index(d)
-    forward, back, mlabels = [], [], []
+    kinds = [(False, False), (True, False), (False, True), (True, True)]   # (backward, causal)
+    pictures = {kind: [] for kind in kinds}
+    mlabels = []
     for dd in ds:
-        f, b = (curves(N, dd, Ms, names, options, backward=x) for x in (False, True))
-        f["dom"] = b["dom"] = _domain(f, b)
-        forward.append(f)
-        back.append(b)
-        mlabels.append([m_label(v, dd) for v in f["Ms"]])
-    c = (back if backward else forward)[j]
+        four = {(b, m): curves(N, dd, Ms, names, options, backward=b, causal=m)
+                for b, m in kinds}
+        dom = _domain(*four.values())
+        for kind, p in four.items():
+            p["dom"] = dom
+            pictures[kind].append(p)
+        mlabels.append([m_label(v, dd) for v in four[False, False]["Ms"]])
+    forward = pictures[False, False]
+    c = pictures[backward, causal][j]
     target = d * d if M is None else M
     k = min(range(len(c["Ms"])), key=lambda i: abs(math.log(c["Ms"][i] / target)))
-    payload = _json_in_html({"ds": ds, "curves": forward, "backward": back, "mlabels": mlabels})
+    payload = _json_in_html({"ds": ds, "curves": forward, "backward": pictures[True, False],
+                             "causal": pictures[False, True],
+                             "causal_backward": pictures[True, True], "mlabels": mlabels})
     uid = f"ioattn-explorer-{hashlib.sha1(payload.encode()).hexdigest()[:10]}-{next(_ids)}"
     dom, bottom = c["dom"], _H - _B
 
     frames = "".join(_frame(p, p["dom"], i == j) for i, p in enumerate(forward))
-    frames += "".join(_cross(p, p["dom"], i == j and p["backward"] == backward)
-                      for pics in (forward, back) for i, p in enumerate(pics))
+    frames += "".join(_cross(p, p["dom"], i == j and kind == (backward, causal))
+                      for kind in kinds for i, p in enumerate(pictures[kind]))
     polylines, markers, legend = [], [], []
     lh = 16 * len(c["names"]) + 38                # the legend box, bottom left
     lx, ly = _L + 6, bottom - 6 - lh
@@ -439,11 +738,12 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, d: int | N
                   f'y="{y + 4}">lower bound (standard matmul)</text>')
     legend.append(f'<line x1="{lx + 6}" y1="{y + 16}" x2="{lx + 28}" y2="{y + 16}" '
                   f'stroke="#000" stroke-dasharray="1 3"/><text x="{lx + 34}" '
-                  f'y="{y + 20}">lower bound (any matmul)</text>')
+                  f'y="{y + 20}">lower bound (any matmul; dense only)</text>')
     now = _px(dom, c["Ms"][k])
     svg = (
         f'<svg viewBox="0 0 {_W} {_H}" width="{_W}" height="{_H}" role="img" '
-        f'aria-label="exact I/O of attention, forward or backward pass, against the cache size '
+        f'aria-label="exact I/O of attention, forward or backward pass, dense or causal, against '
+        'the cache size '
         f'M, log-log, N = {N}" '
         'style="max-width:100%;height:auto;display:block;background:#fff">'
         f'{frames}'
@@ -465,7 +765,7 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, d: int | N
         f'<text transform="translate(14 {(_T + bottom) / 2}) rotate(-90)" text-anchor="middle">'
         'I/O (entries read + written)</text>'
         f'<text class="ioe-title" x="{(_L + _W - _R) / 2}" y="{_T - 12}" text-anchor="middle" '
-        f'font-size="13">{html.escape(picture_title(N, backward))}</text></g></svg>'
+        f'font-size="13">{html.escape(picture_title(N, backward, causal))}</text></g></svg>'
     )
     row = ('display:flex;gap:0.6em;align-items:center;flex-wrap:wrap;margin:0.3em 0;'
            'font-family:sans-serif;font-size:0.9em')
@@ -473,6 +773,9 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, d: int | N
     options_html = "".join(
         f'<option value="{v}"{" selected" if (v == "backward") == backward else ""}>{v}</option>'
         for v in ("forward", "backward"))
+    mask_html = "".join(
+        f'<option value="{v}"{" selected" if (v == "causal") == causal else ""}>{v}</option>'
+        for v in ("none", "causal"))
     controls = (
         f'<div style="{row}"><label {label}>M '
         f'<input type="range" class="ioe-M" min="0" max="{len(c["Ms"]) - 1}" value="{k}" '
@@ -483,7 +786,10 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, d: int | N
         f'style="width:8em"></label><span class="ioe-dvalue">d = {d}</span>'
         f'<span style="color:#666">({", ".join(map(str, ds))})</span>'
         '<label style="display:flex;gap:0.4em;align-items:center;margin-left:1.5em">pass '
-        f'<select class="ioe-pass">{options_html}</select></label></div>'
+        f'<select class="ioe-pass">{options_html}</select></label>'
+        '<label style="display:flex;gap:0.4em;align-items:center;margin-left:1.5em" '
+        'title="none: dense attention; causal: query i attends to keys j &lt;= i">mask '
+        f'<select class="ioe-mask">{mask_html}</select></label></div>'
     )
     text = html.escape(readout(c, k), quote=False)
     return (

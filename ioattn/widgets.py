@@ -3,9 +3,10 @@
 - :func:`explorer`: the crossover explorer. The same picture as
   :func:`ioattn.explorer.static_explorer` (exact I/O of each algorithm against the cache size
   ``M``, the lower bounds, ``M = d^2``), with sliders for ``N``, ``d`` and ``log2 M``, a
-  forward/backward toggle, a checkbox per algorithm, a readout naming the cheapest algorithm,
-  and a "simulate" button that runs the algorithms (or their backward passes) through the memory
-  model and checks the counts against :func:`ioattn.io_cost`.
+  forward/backward toggle, a dense/causal mask toggle, a checkbox per algorithm, a readout
+  naming the cheapest algorithm, and a "simulate" button that runs the algorithms (or their
+  backward passes) through the memory model and checks the counts against
+  :func:`ioattn.io_cost`.
 - :func:`stepper`: a red-blue pebble game replayed move by move
   (:func:`ioattn.pebble.view.stepper`).
 
@@ -26,6 +27,7 @@ from .explorer import (
     DEFAULT_NAMES,
     DEFAULT_OPTIONS,
     OTHER_COLOUR,
+    _causal_cost,
     curves,
     m_label,
     picture_title,
@@ -36,48 +38,55 @@ from .plotting import STYLE, TITLES
 __all__ = ["explorer", "stepper"]
 
 
-def _simulate(names, N, d, M, options, backward=False, seed=0):
+def _simulate(names, N, d, M, options, backward=False, seed=0, causal=False):
     """Run each of ``names`` (their backward passes with ``backward``) at ``(N, d, M)`` on random
-    data; ``{name: (io, io_cost) or None}``."""
+    data (under the causal mask with ``causal``); ``{name: (io, io_cost) or None}``."""
     import numpy as np
 
     from .api import run, run_backward
+    from .masks import causal as causal_array
 
     rng = np.random.default_rng(seed)
     Q, K, V, dO = (rng.standard_normal((N, d)) for _ in range(4))
     out = {}
+    mask = causal_array(N) if causal else None
     for n in names:
         opts = options.get(n, {})
         algo = get(n, backward)
         if M < algo.min_M(d, **{**algo.options, **opts}):
             out[n] = None
             continue
-        counted = (run_backward(n, Q, K, V, dO, M, **opts) if backward
-                   else run(n, Q, K, V, M, **opts)).io
-        out[n] = (counted, io_cost(n, N, d, M, backward=backward, **opts))
+        counted = (run_backward(n, Q, K, V, dO, M, mask=mask, **opts) if backward
+                   else run(n, Q, K, V, M, mask=mask, **opts)).io
+        out[n] = (counted, io_cost(n, N, d, M, backward=backward, mask=mask, **opts))
     return out
 
 
 def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None, *,
-             backward: bool = False, options=None, N_sim_max: int = 256, dpi: int = 80):
+             backward: bool = False, causal: bool = False, options=None, N_sim_max: int = 256,
+             dpi: int = 80):
     """The crossover explorer as an ipywidgets widget, for a notebook with a live kernel.
 
     Sliders for ``N`` (powers of two from 256 to 65536), ``d`` (powers of two from 16 to 256)
     and ``log2 M``; a "pass" toggle between the forward and the backward pass (the backward
-    passes' exact I/O, ``io_cost(..., backward=True)``, and the backward bounds); a checkbox per
-    algorithm; a matplotlib log-log plot (rendered to PNG by the
+    passes' exact I/O, ``io_cost(..., backward=True)``, and the backward bounds); a "mask"
+    toggle between dense attention ("none") and causal attention ("causal": the exact I/O of
+    the masked algorithms, equal to ``io_cost(..., mask=ioattn.masks.causal(N))``, and
+    :func:`ioattn.bounds.sparse_lower` with ``Z = N (N + 1) / 2``; no any-matmul bound is drawn
+    for it); a checkbox per algorithm; a matplotlib log-log plot (rendered to PNG by the
     Agg backend into an ``ipywidgets.Image``, so no ipympl is needed) of exact I/O against ``M``
     for the checked algorithms with the lower bounds (standard and any matrix multiplication),
     a line at ``M = d^2`` and a marker on each curve at the current ``M``; a readout (each exact
-    count, the cheapest). The curves come from :func:`curves` (cached per ``(N, d)`` and pass);
+    count, the cheapest). The curves come from :func:`curves` (cached per ``(N, d)``, pass and
+    mask);
     moving ``M`` only moves the markers, and the figure is kept and its lines updated, never
     recreated.
 
     A "simulate" button runs :func:`ioattn.run` (:func:`ioattn.run_backward` for the backward
     pass) on random data at ``(N_sim, d, M)`` with ``N_sim = min(N, N_sim_max)`` (the simulation
     moves every entry in Python: at ``N = 4096`` it can take minutes) for every checked
-    algorithm, and reports whether each counted ``io`` equals :func:`ioattn.io_cost` at that
-    size.
+    algorithm (under the causal mask when it is on), and reports whether each counted ``io``
+    equals :func:`ioattn.io_cost` at that size.
 
     Parameters
     ----------
@@ -89,6 +98,8 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
         The algorithms checked at first (every one of :data:`DEFAULT_NAMES` by default).
     backward : bool, optional
         Start on the backward pass (the forward by default).
+    causal : bool, optional
+        Start with the causal mask (dense attention by default).
     options : dict, optional
         Algorithm name -> options; :data:`DEFAULT_OPTIONS` by default.
     N_sim_max : int, optional
@@ -100,13 +111,15 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
     -------
     ipywidgets.VBox
         The widget, with extra attributes: ``update(N=None, d=None, log2_M=None, names=None,
-        backward=None)`` (set any of them and redraw once; returns the readout text),
+        backward=None, causal=None)`` (set any of them and redraw once; returns the readout
+        text),
         ``simulate()`` (what the button does; returns its report), ``controls`` (a dict of the
-        sliders, checkboxes and button, and ``"pass"``, the forward/backward toggle),
+        sliders, checkboxes and button, ``"pass"``, the forward/backward toggle, and ``"mask"``,
+        the none/causal toggle),
         ``readout`` and ``sim_readout`` (``HTML`` widgets), ``image`` (the ``Image``),
         ``figure``, ``lines`` and ``markers`` (name -> matplotlib ``Line2D``; the lower bounds
         are ``lines["lower"]`` and ``lines["lower_any"]``) and ``state`` (the current ``N``,
-        ``d``, ``M``, ``backward``, totals, cheapest).
+        ``d``, ``M``, ``backward``, ``causal``, totals, cheapest).
 
     Raises
     ------
@@ -115,8 +128,9 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
         widgets).
     """
     widgets = import_ipywidgets("ioattn.widgets.explorer", "ioattn.explorer.static_explorer")
-    if not isinstance(backward, bool):
-        raise TypeError(f"backward must be True or False, got {backward!r}")
+    for flag, label in ((backward, "backward"), (causal, "causal")):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{label} must be True or False, got {flag!r}")
     import io
 
     import PIL.Image
@@ -132,10 +146,11 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
     ds = sorted({1 << k for k in range(4, 9)} | {int(d)})
     cache: dict = {}
 
-    def data_for(n_, d_, b_=False):
-        if (n_, d_, b_) not in cache:
-            cache[(n_, d_, b_)] = curves(n_, d_, names=all_names, options=options, backward=b_)
-        return cache[(n_, d_, b_)]
+    def data_for(n_, d_, b_=False, k_=False):
+        if (n_, d_, b_, k_) not in cache:
+            cache[(n_, d_, b_, k_)] = curves(n_, d_, names=all_names, options=options,
+                                             backward=b_, causal=k_)
+        return cache[(n_, d_, b_, k_)]
 
     def m_max(d_):
         return math.log2(64 * d_ * d_)
@@ -148,6 +163,10 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
     sM = widgets.FloatSlider(value=min(max(start, 4.0), m_max(d)), min=4.0, max=m_max(d),
                              step=0.05, description="log2 M", readout_format=".2f",
                              continuous_update=True)
+    sk = widgets.ToggleButtons(options=["none", "causal"], value="causal" if causal else "none",
+                               description="mask",
+                               tooltips=["dense attention: every query attends to every key",
+                                         "causal attention: query i attends to keys j <= i"])
     sp = widgets.ToggleButtons(options=["forward", "backward"],
                                value="backward" if backward else "forward", description="pass",
                                tooltips=["the forward pass: O from Q, K, V",
@@ -182,41 +201,49 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
     busy = [False]
 
     def redraw():
-        n_, d_, b_ = sN.value, sd.value, sp.value == "backward"
-        c = data_for(n_, d_, b_)
+        n_, d_, b_, k_ = sN.value, sd.value, sp.value == "backward", sk.value == "causal"
+        c = data_for(n_, d_, b_, k_)
         M = max(1, round(2 ** sM.value))
         shown = [n for n in all_names if boxes[n].value]
         totals = {}
         for n in all_names:
             algo, opts = get(n, b_), options.get(n, {})
             ok = M >= algo.min_M(d_, **{**algo.options, **opts})
-            totals[n] = io_cost(n, n_, d_, M, backward=b_, **opts).total if ok else None
-        lower = bounds.lower_bound(n_, d_, M, backward=b_)
+            if not ok:
+                totals[n] = None
+            elif k_:                     # = io_cost(..., mask=ioattn.masks.causal(N)), faster
+                totals[n] = _causal_cost(n, n_, d_, M, b_, opts).total
+            else:
+                totals[n] = io_cost(n, n_, d_, M, backward=b_, **opts).total
+        Z = n_ * (n_ + 1) // 2 if k_ else n_ * n_
+        lower = (bounds.sparse_lower(n_, d_, M, Z, backward=b_) if k_
+                 else bounds.lower_bound(n_, d_, M, backward=b_))
         runnable = [(totals[n], n) for n in sorted(shown) if totals[n] is not None]
         best = min(runnable)[1] if runnable else None
-        key = (n_, d_, b_)
+        key = (n_, d_, b_, k_)
         full = state.get("key") != key or state.get("shown") != shown
         if state.get("key") != key:
             for n in all_names:
                 pts = [(m, t) for m, t in zip(c["Ms"], c["totals"][n]) if t is not None]
                 lines[n].set_data(*zip(*pts)) if pts else lines[n].set_data([], [])
             lines["lower"].set_data(c["Ms"], c["lower"])
-            lines["lower_any"].set_data(c["Ms"], c["lower_any"])
+            pts = [(m, b) for m, b in zip(c["Ms"], c["lower_any"]) if b is not None]
+            lines["lower_any"].set_data(*zip(*pts)) if pts else lines["lower_any"].set_data([], [])
             d2_line.set_xdata([d_ * d_, d_ * d_])
             d2_text.xy = (d_ * d_, 1)
             d2_text.set_text(f"M = d² = {d_ * d_:,}")
             ys = [t for n in all_names for t in c["totals"][n] if t is not None]
-            ys += [b for b in c["lower"] + c["lower_any"] if b > 0]
+            ys += [b for b in c["lower"] + c["lower_any"] if b is not None and b > 0]
             ax.set_xlim(c["Ms"][0] / 1.2, c["Ms"][-1] * 1.2)
             ax.set_ylim(min(ys) / 1.5, max(ys) * 1.5)
-            ax.set_title(f"{picture_title(n_, b_)}, d = {d_}")
+            ax.set_title(f"{picture_title(n_, b_, k_)}, d = {d_}")
         for n in all_names:
             lines[n].set_visible(n in shown)
             t = totals[n]
             markers[n].set_visible(n in shown and t is not None)
             markers[n].set_data([M], [t if t is not None else 1])
         now_line.set_xdata([M, M])
-        state.update(key=key, N=n_, d=d_, M=M, backward=b_, totals=totals, lower=lower,
+        state.update(key=key, N=n_, d=d_, M=M, backward=b_, causal=k_, totals=totals, lower=lower,
                      cheapest=best, shown=shown)
         # Blitting: the curves, axes and legend are drawn (with the layout) only when N, d or
         # the checked algorithms change; a move of M restores that background and draws the
@@ -242,16 +269,22 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
         title = TITLES.get(best, best) if best else "none"
         text.value = (
             f"<div style='font-family:monospace'>{'backward pass: ' if b_ else ''}"
+            f"{'causal mask: ' if k_ else ''}"
             f"N = {n_:,}, d = {d_}, {html.escape(m_label(M, d_))}<br>cheapest: <b>{title}</b>"
-            f"<table>{rows}<tr><td>lower bound (standard matmul)</td>"
+            f"<table>{rows}<tr><td>lower bound (standard matmul"
+            f"{f', sparse, Z = {Z:,}' if k_ else ''})</td>"
             f"<td style='text-align:right'>{lower:,}</td></tr></table></div>")
         return text.value
 
-    def update(N=None, d=None, log2_M=None, names=None, backward=None):
+    def update(N=None, d=None, log2_M=None, names=None, backward=None, causal=None):
         """Set any of ``N``, ``d``, ``log2_M``, ``names`` (the checked algorithms), ``backward``
-        (the pass) and redraw once; returns the readout HTML."""
+        (the pass), ``causal`` (the mask) and redraw once; returns the readout HTML."""
         busy[0] = True
         try:
+            if causal is not None:
+                if not isinstance(causal, bool):
+                    raise TypeError(f"causal must be True or False, got {causal!r}")
+                sk.value = "causal" if causal else "none"
             if backward is not None:
                 if not isinstance(backward, bool):
                     raise TypeError(f"backward must be True or False, got {backward!r}")
@@ -287,7 +320,8 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
         d_, M, b_ = sd.value, max(1, round(2 ** sM.value)), sp.value == "backward"
         shown = [n for n in all_names if boxes[n].value]
         sim_text.value = f"<i>simulating at N = {n_sim} ...</i>"
-        got = _simulate(shown, n_sim, d_, M, options, backward=b_)
+        k_ = sk.value == "causal"
+        got = _simulate(shown, n_sim, d_, M, options, backward=b_, causal=k_)
         ran = {n: v for n, v in got.items() if v is not None}
         agree = all(io == cost for io, cost in ran.values())
         rows = "".join(
@@ -299,22 +333,24 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
                 if n_sim < sN.value else "")
         sim_text.value = (
             f"<div style='font-family:monospace'>simulated ioattn."
-            f"{'run_backward' if b_ else 'run'} on random data at "
+            f"{'run_backward' if b_ else 'run'} on random data "
+            f"{'with the causal mask ' if k_ else ''}at "
             f"N = {n_sim}, d = {d_}, M = {M:,}{html.escape(note)}<table>{rows}</table>"
             f"counts agree: <b>{'yes' if ran and agree else 'no' if ran else 'nothing ran'}"
             "</b></div>")
         return sim_text.value
 
-    for w in (sN, sd, sM, sp, *boxes.values()):
+    for w in (sN, sd, sM, sp, sk, *boxes.values()):
         w.observe(on_change, names="value")
     button.on_click(simulate)
     redraw()
     box = widgets.VBox([
-        widgets.HBox([sN, sd]), sM, sp, widgets.HBox(list(boxes.values())), image, text,
-        widgets.HBox([button]), sim_text,
+        widgets.HBox([sN, sd]), sM, widgets.HBox([sp, sk]), widgets.HBox(list(boxes.values())),
+        image, text, widgets.HBox([button]), sim_text,
     ])
     box.update, box.simulate = update, simulate
-    box.controls = {"N": sN, "d": sd, "log2_M": sM, "pass": sp, "simulate": button, **boxes}
+    box.controls = {"N": sN, "d": sd, "log2_M": sM, "pass": sp, "mask": sk, "simulate": button,
+                    **boxes}
     box.readout, box.sim_readout, box.image = text, sim_text, image
     box.figure, box.lines, box.markers, box.state = fig, lines, markers, state
     return box

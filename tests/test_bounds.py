@@ -5,15 +5,16 @@ import itertools
 import math
 from fractions import Fraction
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 import ioattn
-from ioattn import bounds
+from ioattn import bounds, masks
 from ioattn.bounds import _ceil_sqrt_ratio
 
-from .conftest import VARIANT_IDS, VARIANTS, least_M
+from .conftest import BACKWARD_VARIANTS, VARIANT_IDS, VARIANTS, least_M
 
 
 def check_point(name, options, N, d, M):
@@ -397,3 +398,44 @@ def test_sparse_errors():
         bounds.sparse_reduction_lower(10, 2, 10, 2.5)
     with pytest.raises(ValueError, match="given_D concerns the backward pass"):
         bounds.sparse_trivial_lower(10, 2, 10, given_D=True)
+
+
+# ------------------------------------------------- masked algorithms against the sparse bound
+def _masks(N):
+    """Causal, sliding-window, block-sparse and random masks (one with empty rows) for ``N``."""
+    rng = np.random.default_rng(N)
+    return {
+        "causal": masks.causal(N),
+        "window": masks.sliding_window(N, max(1, N // 5)),
+        "block": masks.block_sparse(N, (8, 16), 0.4, seed=N),
+        "random": rng.random((N, N)) < 0.3,
+        "sparse-random": rng.random((N, N)) < 0.02,   # empty rows and columns
+    }
+
+
+def _masked_Ms(name, d, options, backward):
+    """From the least M the algorithm runs with up to several d^2."""
+    lo = ioattn.min_M(name, d, backward=backward, **options)
+    return sorted({lo, lo + 1, 2 * lo, max(lo, d * d), max(lo, 4 * d * d), max(lo, 9 * d * d)})
+
+
+MASKED_CASES = [(False, name, options) for name, options in VARIANTS] + \
+    [(True, name, options) for name, options in BACKWARD_VARIANTS]
+MASKED_IDS = [("backward-" if b else "") + name + "".join(f"-{v}" for v in opts.values())
+              for b, name, opts in MASKED_CASES]
+
+
+@pytest.mark.parametrize("backward, name, options", MASKED_CASES, ids=MASKED_IDS)
+def test_masked_costs_respect_the_sparse_lower_bound(backward, name, options):
+    """Every algorithm's exact masked cost (io_cost with mask=) is at least
+    sparse_lower(N, d, M, Z) with Z the mask's True entries, forward and backward."""
+    checked = 0
+    for N, d in [(1, 1), (7, 3), (33, 4), (64, 8), (96, 16)]:
+        for kind, mask in _masks(N).items():
+            Z = int(mask.sum())
+            for M in _masked_Ms(name, d, options, backward):
+                io = ioattn.io_cost(name, N, d, M, mask=mask, backward=backward, **options)
+                bound = bounds.sparse_lower(N, d, M, Z, backward=backward)
+                assert io.total >= bound, (kind, N, d, M, Z, io.total, bound)
+                checked += 1
+    assert checked > 100

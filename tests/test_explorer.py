@@ -13,6 +13,8 @@ from ioattn import io_cost
 from ioattn.bounds import lower_bound
 from ioattn.explorer import (
     DEFAULT_OPTIONS,
+    _causal_cost,
+    causal_mask,
     curves,
     default_Ms,
     m_label,
@@ -95,14 +97,17 @@ def test_static_explorer_html(page):
     assert re.search(r'>d <input type="range" class="ioe-d" min="0" max="3"', page)
     assert re.search(r'>pass <select class="ioe-pass"><option value="forward" selected>forward'
                      r'</option><option value="backward">backward</option></select>', page)
+    assert re.search(r'>mask <select class="ioe-mask"><option value="none" selected>none'
+                     r'</option><option value="causal">causal</option></select>', page)
     assert "http://" not in page and "https://" not in page and " src=" not in page
-    assert len(page.encode()) < 80 * 1024                   # both passes, four d
+    assert len(page.encode()) < 120 * 1024          # both passes, both masks, four d
     assert page.count('class="ioe-curve"') == 3 and page.count('class="ioe-marker"') == 3
     assert page.count('class="ioe-lower"') == 1 and 'stroke-dasharray="5 3"' in page
     assert page.count('class="ioe-frame"') == 4 and "M = d² = 4,096" in page
-    assert page.count('class="ioe-cross"') == 8                # per d and pass
-    assert page.count('data-pass="backward" display="none"') == 4
-    assert page.count('data-pass="forward" display="none"') == 3
+    assert page.count('class="ioe-cross"') == 16               # per d, pass and mask
+    assert page.count('data-pass="backward" data-mask="none" display="none"') == 4
+    assert page.count('data-pass="forward" data-mask="none" display="none"') == 3
+    assert page.count('data-mask="causal" display="none"') == 8
     assert f'>{picture_title(4096)}</text>' in page
     for colour in ("#1f77b4", "#d62728", "#7f7f7f"):
         assert colour in page
@@ -110,8 +115,12 @@ def test_static_explorer_html(page):
     assert data["ds"] == [32, 64, 128, 256]
     assert [c["backward"] for c in data["curves"]] == [False] * 4
     assert [c["backward"] for c in data["backward"]] == [True] * 4
-    for f, b, labels in zip(data["curves"], data["backward"], data["mlabels"]):
-        assert f["dom"] == b["dom"] and f["Ms"] == b["Ms"]     # the passes share the axes
+    assert [(c["backward"], c["causal"]) for c in data["causal"]] == [(False, True)] * 4
+    assert [(c["backward"], c["causal"]) for c in data["causal_backward"]] == [(True, True)] * 4
+    for f, b, cf, cb, labels in zip(data["curves"], data["backward"], data["causal"],
+                                    data["causal_backward"], data["mlabels"]):
+        assert f["dom"] == b["dom"] == cf["dom"] == cb["dom"]   # the four share the axes
+        assert f["Ms"] == b["Ms"] == cf["Ms"] == cb["Ms"]
         assert labels == [m_label(M, f["d"]) for M in f["Ms"]]
     # the readout of the initial point (d = 64, M nearest d^2) is in the HTML, for no script
     c = data["curves"][1]
@@ -167,14 +176,16 @@ const curves = all(/class="ioe-curve" data-name="([^"]+)"/g);
 const markers = all(/class="ioe-marker" data-name="([^"]+)"/g);
 const frames = Array.from(page.matchAll(/class="ioe-frame" data-d="(\d+)"/g),
                           m => element({"data-d": m[1]}));
-const cross = Array.from(page.matchAll(/class="ioe-cross" data-d="(\d+)" data-pass="(\w+)"/g),
-                         m => element({"data-d": m[1], "data-pass": m[2]}));
-const sM = element(), sd = element(), sp = element();
+const cross = Array.from(
+  page.matchAll(/class="ioe-cross" data-d="(\d+)" data-pass="(\w+)" data-mask="(\w+)"/g),
+  m => element({"data-d": m[1], "data-pass": m[2], "data-mask": m[3]}));
+const sM = element(), sd = element(), sp = element(), sk = element();
 sM.value = page.match(/class="ioe-M" min="0" max="\d+" value="(\d+)"/)[1];
 sd.value = page.match(/class="ioe-d" min="0" max="\d+" value="(\d+)"/)[1];
-sp.value = page.match(/<option value="(\w+)" selected>/)[1];
+sp.value = page.match(/class="ioe-pass"><option[^]*?value="(\w+)" selected>/)[1];
+sk.value = page.match(/class="ioe-mask"><option[^]*?value="(\w+)" selected>/)[1];
 const one = {"script.ioe-data": {textContent: json}, "input.ioe-M": sM, "input.ioe-d": sd,
-  "select.ioe-pass": sp, ".ioe-Mvalue": element(), ".ioe-dvalue": element(),
+  "select.ioe-pass": sp, "select.ioe-mask": sk, ".ioe-Mvalue": element(), ".ioe-dvalue": element(),
   ".ioe-readout": element(), "line.ioe-now": element(), "text.ioe-title": element(),
   "polyline.ioe-lower": element(), "polyline.ioe-lower-any": element()};
 const many = {"g.ioe-frame": frames, "g.ioe-cross": cross, "polyline.ioe-curve": curves,
@@ -187,35 +198,46 @@ function snap() {
   const m = {}, c = {};
   markers.forEach(e => { m[e.attrs["data-name"]] = Object.assign({}, e.attrs); });
   curves.forEach(e => { c[e.attrs["data-name"]] = e.attrs.points; });
-  seen.push({d: +sd.value, k: +sM.value, pass: sp.value,
+  seen.push({d: +sd.value, k: +sM.value, pass: sp.value, mask: sk.value,
     text: one[".ioe-readout"].textContent, title: one["text.ioe-title"].textContent,
     M: one[".ioe-Mvalue"].textContent, now: one["line.ioe-now"].attrs.x1, markers: m, curves: c,
     lower: one["polyline.ioe-lower"].attrs.points,
     lower_any: one["polyline.ioe-lower-any"].attrs.points,
     frames: frames.map(f => f.attrs.display),
-    cross: cross.map(f => [+f.attrs["data-d"], f.attrs["data-pass"], f.attrs.display])});
+    cross: cross.map(f => [+f.attrs["data-d"], f.attrs["data-pass"], f.attrs["data-mask"],
+                           f.attrs.display])});
 }
 snap();                                                // the initial show()
 const steps = JSON.parse(process.argv[1]);
 for (const [which, v] of steps) {
-  const s = {M: sM, d: sd, pass: sp}[which];
-  s.value = String(v); (which === "pass" ? s.listeners.change : s.listeners.input)(); snap();
+  const s = {M: sM, d: sd, pass: sp, mask: sk}[which];
+  s.value = String(v); (s === sp || s === sk ? s.listeners.change : s.listeners.input)(); snap();
 }
 process.stdout.write(JSON.stringify(seen));
 """
 
 
+def _picture(data, shot):
+    """The picture (a :func:`curves` dict) a shot of the script shows."""
+    back, causal = shot["pass"] == "backward", shot["mask"] == "causal"
+    key = ("causal_backward" if back else "causal") if causal else \
+        ("backward" if back else "curves")
+    return data[key][shot["d"]]
+
+
 def _check_shot(data, shot):
     """The script's state after a step is the one the data says."""
-    back = shot["pass"] == "backward"
-    c = data["backward" if back else "curves"][shot["d"]]
+    back, causal = shot["pass"] == "backward", shot["mask"] == "causal"
+    c = _picture(data, shot)
+    assert (c["backward"], c["causal"]) == (back, causal)
     assert shot["text"] == readout(c, shot["k"])
     assert shot["M"] == m_label(c["Ms"][shot["k"]], c["d"])
-    assert shot["title"] == picture_title(c["N"], back)
+    assert shot["title"] == picture_title(c["N"], back, causal)
     assert shot["frames"] == ["inline" if j == shot["d"] else "none"
                               for j in range(len(data["ds"]))]
-    assert [x[2] for x in shot["cross"]] == \
-        ["inline" if (x[0], x[1]) == (c["d"], shot["pass"]) else "none" for x in shot["cross"]]
+    assert [x[3] for x in shot["cross"]] == \
+        ["inline" if (x[0], x[1], x[2]) == (c["d"], shot["pass"], shot["mask"]) else "none"
+         for x in shot["cross"]]
 
 
 def _run_node(page, steps):
@@ -405,3 +427,229 @@ def test_explorer_simulate_backward_agrees():
     w.update(log2_M=5)                                      # flash's backward needs M >= 60
     report = w.simulate()
     assert "cannot run at this M" in report and "counts agree: <b>yes</b>" in report
+
+
+# ---------------------------------------------------------------------------------- causal
+def test_causal_mask_blocks_equal_the_array_mask():
+    """The index-arithmetic blocks of :func:`causal_mask` are those of ``Mask(causal(N))``, at
+    every block shape (dividing N or not), and so are its transpose's."""
+    import itertools
+
+    import numpy as np
+
+    from ioattn.masks import Mask, causal
+
+    for N in (1, 2, 7, 64, 100, 257):
+        fast, slow = causal_mask(N), Mask(causal(N))
+        for b_r, b_c in itertools.product([1, 2, 3, 5, 16, 64, 300], [1, 3, 7, 16, 300]):
+            for a, b in ((fast, slow), (fast.T, slow.T)):
+                got, want = a.blocks(b_r, b_c), b.blocks(b_r, b_c)
+                assert all(np.array_equal(x, y) for x, y in zip(got, want)), (N, b_r, b_c)
+        assert fast == slow and fast.T == slow.T and fast.T.T is fast
+        assert np.array_equal(fast.excluded, slow.excluded)
+        assert np.array_equal(fast.attending, slow.attending)
+        assert fast.density == pytest.approx(slow.density) and repr(fast) == repr(slow)
+    assert causal_mask(64) is causal_mask(64)
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_causal_costs_equal_io_cost_with_the_causal_mask(backward):
+    """The explorer's fast causal costs (closed form for FlashAttention, the index-arithmetic
+    mask for the others) equal ``io_cost(..., mask=ioattn.masks.causal(N))``, field by field."""
+    import numpy as np
+
+    from ioattn import min_M
+    from ioattn.masks import causal
+
+    variants = [("flash", {}), ("square_tiling", {}), ("square_tiling", {"schedule": "outer"}),
+                ("standard", {})] + ([] if backward else [("flash", {"variant": "fa1"})])
+    checked = 0
+    for N in (1, 5, 17, 64, 100, 129):
+        mask = causal(N)
+        for d in (1, 3, 8, 16):
+            for name, opts in variants:
+                lo = min_M(name, d, backward=backward, **opts)
+                for M in sorted({lo, lo + 1, lo + 7, 2 * lo, 3 * lo + 5, max(lo, 10 * d * d),
+                                 5000}):
+                    assert _causal_cost(name, N, d, M, backward, opts) == \
+                        io_cost(name, N, d, M, backward=backward, mask=mask, **opts)
+                    checked += 1
+    assert checked > 500
+    rng = np.random.default_rng(7)               # and drawn sizes, blocks not dividing N
+    for _ in range(60):
+        N, d = int(rng.integers(1, 300)), int(rng.integers(1, 40))
+        name, opts = variants[rng.integers(len(variants))]
+        M = min_M(name, d, backward=backward, **opts) + int(rng.integers(0, 20 * d * d + 50))
+        assert _causal_cost(name, N, d, M, backward, opts) == \
+            io_cost(name, N, d, M, backward=backward, mask=causal(N), **opts), (name, N, d, M)
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_causal_curves_equal_io_cost(backward):
+    from ioattn import bounds
+    from ioattn.masks import causal
+
+    N, d = 512, 32
+    c = curves(N, d, backward=backward, causal=True)
+    dense = curves(N, d, backward=backward)
+    mask = causal(N)
+    Z = N * (N + 1) // 2
+    assert c["causal"] is True and dense["causal"] is False and c["Ms"] == dense["Ms"]
+    assert c["min_M"] == dense["min_M"] and c["labels"] == dense["labels"]
+    for name in NAMES:
+        opts = DEFAULT_OPTIONS.get(name, {})
+        for M, t in zip(c["Ms"], c["totals"][name]):
+            if M >= c["min_M"][name]:
+                assert t == io_cost(name, N, d, M, backward=backward, mask=mask, **opts).total
+            else:
+                assert t is None
+    for k, M in enumerate(c["Ms"]):
+        assert c["lower"][k] == bounds.sparse_lower(N, d, M, Z, backward=backward)
+        for name in NAMES:                      # no algorithm beats the sparse bound
+            assert c["totals"][name][k] is None or c["totals"][name][k] >= c["lower"][k]
+        # causal FlashAttention moves no more than dense (the same once K, V fit: 4 N d)
+        if c["totals"]["flash"][k] is not None:
+            assert c["totals"]["flash"][k] <= dense["totals"]["flash"][k]
+    first = c["totals"]["flash"].index(next(t for t in c["totals"]["flash"] if t is not None))
+    assert c["totals"]["flash"][first] < dense["totals"]["flash"][first]
+    assert c["lower_any"] == [None] * len(c["Ms"])
+    assert c["cheapest"][0] == "square_tiling" and c["cheapest"][-1] == "flash"
+
+    def best(M):
+        got = [(io_cost(n, N, d, M, backward=backward, mask=mask,
+                        **DEFAULT_OPTIONS.get(n, {})).total, n)
+               for n in NAMES if M >= c["min_M"][n]]
+        return min(got)[1]
+
+    assert c["crossovers"]
+    for x in c["crossovers"]:                  # exact: a different winner at M - 1
+        assert best(x["M"] - 1) == x["before"] != x["after"] == best(x["M"])
+    k = 15
+    text = readout(c, k)
+    where = "backward pass, causal mask" if backward else "causal mask"
+    assert text.startswith(f"N = 512, d = 32, M = {c['Ms'][k]:,} ({where}): cheapest ")
+    assert json.loads(json.dumps(c)) == c
+    with pytest.raises(TypeError, match="causal must be True or False"):
+        curves(N, d, causal="yes")
+
+
+def test_picture_title_causal():
+    assert picture_title(4096, causal=True) == "Exact I/O of causal attention, N = 4,096"
+    assert picture_title(4096, True, True) == \
+        "Exact I/O of the causal attention backward pass, N = 4,096"
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_static_explorer_mask_switch(page):
+    """Under node: the "mask" select switches to the causal curves and back, in both passes;
+    the readout says so, the curves and the bound change, the any-matmul bound is not drawn, and
+    for every d and pass the M slider from smallest to largest still turns the cheapest from
+    square tiling into FlashAttention."""
+    data = _embedded(page)
+    steps = [["mask", "causal"]]
+    for p in ("forward", "backward"):
+        steps += [["pass", p]]
+        for j in range(4):
+            steps += [["d", j], ["M", 0], ["M", 31]]
+    steps += [["pass", "forward"], ["d", 1]] + [["M", k] for k in range(32)]
+    steps += [["mask", "none"]]
+    seen = _run_node(page, steps)
+    for shot in seen:
+        _check_shot(data, shot)
+    start, causal = seen[0], seen[1]
+    assert (start["mask"], causal["mask"]) == ("none", "causal")
+    assert (causal["d"], causal["k"], causal["pass"]) == (start["d"], start["k"], "forward")
+    assert "(causal mask): cheapest" in causal["text"] and "causal" not in start["text"]
+    assert causal["title"] == picture_title(4096, causal=True) != start["title"]
+    for name in ("flash", "square_tiling"):   # same axes; standard attention moves the same
+        assert causal["curves"][name] != start["curves"][name]
+    assert causal["curves"]["standard"] == start["curves"]["standard"]
+    assert float(causal["markers"]["flash"]["cy"]) > float(start["markers"]["flash"]["cy"])
+    assert causal["lower"] != start["lower"] and causal["lower_any"] == ""
+    assert start["lower_any"] != ""
+    for i, p in enumerate(("forward", "backward")):
+        for j in range(4):
+            small, large = seen[2 + 13 * i + 3 * j + 2], seen[2 + 13 * i + 3 * j + 3]
+            assert (small["mask"], small["pass"], small["d"], small["k"], large["k"]) == \
+                ("causal", p, j, 0, 31)
+            assert "cheapest square tiling." in small["text"], small["text"]
+            assert "cheapest FlashAttention." in large["text"], large["text"]
+    cheapest = [s["text"].split("cheapest ")[1].split(".")[0] for s in seen[-33:-1]]
+    c = data["causal"][1]
+    assert cheapest == [c["titles"][n] for n in c["cheapest"]]
+    back_causal = seen[15]
+    assert back_causal["title"] == picture_title(4096, True, True)
+    assert "(backward pass, causal mask): cheapest" in back_causal["text"]
+    last = seen[-1]                                           # and back to dense
+    assert last["mask"] == "none" and last["lower_any"] != "" and "causal" not in last["text"]
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_static_explorer_can_start_causal():
+    page = static_explorer(1024, ds=(32, 64), causal=True, backward=True, M=2048)
+    assert '<option value="causal" selected>' in page
+    assert f'>{picture_title(1024, True, True)}</text>' in page
+    data = _embedded(page)
+    c = data["causal_backward"][1]
+    k = c["Ms"].index(min(c["Ms"], key=lambda M: abs(M - 2048)))
+    assert readout(c, k) in page.replace("&gt;", ">")
+    (shot,) = _run_node(page, [])
+    assert (shot["pass"], shot["mask"], shot["k"]) == ("backward", "causal", k)
+    _check_shot(data, shot)
+    for name in NAMES:
+        assert f'data-name="{name}" points="{shot["curves"][name]}"' in page
+    with pytest.raises(TypeError, match="causal must be True or False"):
+        static_explorer(256, ds=(16,), causal=1)
+
+
+def test_explorer_widget_causal_toggle():
+    pytest.importorskip("ipywidgets")
+    from ioattn import bounds
+    from ioattn.masks import causal
+
+    N = 1024
+    w = explorer(N=N, d=64, log2_M=12)
+    assert w.controls["mask"].value == "none" and not w.state["causal"]
+    dense_png, dense_text = w.image.value, w.readout.value
+    dense_totals = dict(w.state["totals"])
+    text = w.update(causal=True)
+    assert w.state["causal"] and w.controls["mask"].value == "causal"
+    assert text.startswith("<div style='font-family:monospace'>causal mask: N = 1,024, d = 64")
+    assert w.image.value != dense_png and text != dense_text
+    assert w.figure.axes[0].get_title() == "Exact I/O of causal attention, N = 1,024, d = 64"
+    mask = causal(N)
+    Z = N * (N + 1) // 2
+    for name in NAMES:
+        t = io_cost(name, N, 64, 4096, mask=mask, **DEFAULT_OPTIONS.get(name, {})).total
+        assert w.state["totals"][name] == t and f"{t:,}" in text
+        assert tuple(w.markers[name].get_data()[1]) == (t,)
+    assert w.state["totals"]["flash"] < dense_totals["flash"]
+    assert w.state["lower"] == bounds.sparse_lower(N, 64, 4096, Z) and f"Z = {Z:,}" in text
+    assert len(w.lines["lower_any"].get_xdata()) == 0          # no any-matmul bound with a mask
+    # the slider in causal mode: square tiling at the smallest M, FlashAttention at the largest
+    w.update(log2_M=6)
+    assert w.state["cheapest"] == "square_tiling"
+    w.update(log2_M=18)
+    assert w.state["cheapest"] == "flash"
+    w.controls["pass"].value = "backward"                     # causal and backward together
+    assert w.state["backward"] and w.state["causal"]
+    assert w.state["totals"]["flash"] == \
+        io_cost("flash", N, 64, 1 << 18, backward=True, mask=mask).total
+    assert w.readout.value.startswith(
+        "<div style='font-family:monospace'>backward pass: causal mask: ")
+    w.controls["mask"].value = "none"                         # the toggle itself redraws
+    assert not w.state["causal"] and w.state["totals"]["flash"] == \
+        io_cost("flash", N, 64, 1 << 18, backward=True).total
+    assert len(w.lines["lower_any"].get_xdata()) > 0
+    with pytest.raises(TypeError, match="causal must be True or False"):
+        w.update(causal="yes")
+    assert explorer(N=256, d=32, causal=True).state["causal"]
+
+
+def test_explorer_simulate_causal_agrees():
+    pytest.importorskip("ipywidgets")
+    for backward in (False, True):
+        w = explorer(N=4096, d=8, log2_M=9, N_sim_max=32, causal=True, backward=backward)
+        report = w.simulate()
+        assert "with the causal mask" in report and "counts agree: <b>yes</b>" in report
+        assert report.count("= io_cost") == 3
