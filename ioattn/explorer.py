@@ -23,24 +23,20 @@ Two forms of one picture (exact I/O against ``M``, log-log, with the lower bound
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import html
 import itertools
 import json
 import math
 
-import numpy as np
-
 from . import bounds
 from .algorithms import get
-from .algorithms.base import ceil_div
-from .api import io_cost, plan
-from .masks import Blocks, Mask, block_sizes
+from .api import io_cost
+from .masks import Mask
 from .plotting import STYLE, TITLES
 from .sweep import sweep
 
-__all__ = ["DEFAULT_NAMES", "DEFAULT_OPTIONS", "OTHER_COLOUR", "causal_mask", "curves",
+__all__ = ["DEFAULT_NAMES", "DEFAULT_OPTIONS", "OTHER_COLOUR", "curves",
            "default_Ms", "m_label", "picture_title", "readout", "static_explorer"]
 
 #: The algorithms shown by default.
@@ -67,210 +63,11 @@ def default_Ms(d: int, count: int = 32, lo: int | None = None, hi_factor: int = 
     return sorted({round(2 ** (a + i * (b - a) / (count - 1))) for i in range(count)})
 
 
-class _Triangle(Mask):
-    """The causal mask (``lower=True``: ``j <= i``) or its transpose (``j >= i``), with its blocks
-    found from the indices instead of from an ``N x N`` array.
-
-    A :class:`ioattn.masks.Mask` in every respect (the algorithms' plans carry it, and
-    ``io_cost(..., mask=...)`` is unchanged), except that :meth:`blocks` needs no pass over
-    ``N^2`` entries and :attr:`array` is built only when asked for. For row block ``[r0, r1]`` and
-    column block ``[c0, c1]`` (inclusive ends) of the lower triangle, the block has a True entry
-    iff ``c0 <= r1`` and is all True iff ``c1 <= r0``; the transpose swaps the roles. The tests
-    check these blocks against :class:`~ioattn.masks.Mask` of :func:`ioattn.masks.causal`.
-    """
-
-    __slots__ = ("_lower", "_array")
-
-    def __init__(self, N: int, lower: bool = True):           # no super(): no N x N array yet
-        self.N = int(N)
-        self._lower = lower
-        self._array = None
-        self._blocks = {}
-        self._T = None
-        self._hash = None
-
-    @property
-    def array(self) -> np.ndarray:
-        if self._array is None:
-            a = np.tri(self.N, dtype=bool)
-            self._array = a if self._lower else a.T.copy()
-            self._array.flags.writeable = False
-        return self._array
-
-    @property
-    def excluded(self) -> np.ndarray:
-        out = ~self.array
-        out.flags.writeable = False
-        return out
-
-    def blocks(self, b_r: int, b_c: int) -> Blocks:
-        key = (int(b_r), int(b_c))
-        if key not in self._blocks:
-            r0 = np.arange(0, self.N, key[0])
-            c0 = np.arange(0, self.N, key[1])
-            r1 = np.minimum(r0 + key[0], self.N) - 1
-            c1 = np.minimum(c0 + key[1], self.N) - 1
-            if self._lower:                                     # True where j <= i
-                nonempty = c0[None, :] <= r1[:, None]
-                full = c1[None, :] <= r0[:, None]
-            else:                                               # True where j >= i
-                nonempty = c1[None, :] >= r0[:, None]
-                full = c0[None, :] >= r1[:, None]
-            for x in (nonempty, full):
-                x.flags.writeable = False
-            self._blocks[key] = Blocks(nonempty, full, block_sizes(self.N, key[0]),
-                                       block_sizes(self.N, key[1]))
-        return self._blocks[key]
-
-    @property
-    def T(self) -> Mask:
-        if self._T is None:
-            self._T = _Triangle(self.N, not self._lower)
-            self._T._T = self
-        return self._T
-
-    @property
-    def attending(self) -> np.ndarray:
-        return np.ones(self.N, dtype=bool)              # every row has its diagonal entry
-
-    @property
-    def density(self) -> float:
-        return (self.N + 1) / (2 * self.N)
-
-    def __repr__(self) -> str:
-        return f"Mask(N={self.N}, {self.N * (self.N + 1) // 2} of {self.N * self.N} entries True)"
-
-
-@functools.lru_cache(maxsize=4)
-def causal_mask(N: int) -> Mask:
-    """The causal mask of :func:`ioattn.masks.causal` as a :class:`ioattn.masks.Mask` whose block
-    structure is computed from the indices (no ``N x N`` pass; the array itself only on demand),
-    cached per ``N``: ``io_cost(..., mask=causal_mask(N))`` equals
-    ``io_cost(..., mask=ioattn.masks.causal(N))`` and is fast at ``N = 4096`` and beyond.
-
-    >>> from ioattn import io_cost, masks
-    >>> fast, slow = causal_mask(256), masks.causal(256)
-    >>> io_cost("flash", 256, 16, 1024, mask=fast) == io_cost("flash", 256, 16, 1024, mask=slow)
-    True
-    """
-    return _Triangle(N)
-
-
-def _causal_flash_cost(N: int, d: int, M: int, backward: bool, options: dict):
-    """Exact I/O of FlashAttention (FA2 order) or its backward under the causal mask, from the
-    block sizes alone: the sums of ``flash._masked_cost`` and ``backward_flash._masked_cost``
-    with ``T_r x T_c`` block masks replaced by sums over one block row or column (at a small
-    ``M`` the blocks are ``1 x 1`` and the block mask has ``N^2`` entries). Under the causal mask
-    block ``(I, J)`` is visited iff ``c0_J <= r1_I`` (first key, last query), so every block row
-    and column is visited and block ``(0, 0)``, of the largest sides, sets the peak. ``None``
-    for the FA1 order (left to :func:`ioattn.io_cost`). The tests check it against
-    ``io_cost(..., mask=ioattn.masks.causal(N))``."""
-    from .memory import IOCount
-
-    p = plan("flash", N, d, M, backward=backward, **options)
-    if not backward and p.variant != "fa2":
-        return None
-    r, c = block_sizes(N, p.B_r), block_sizes(N, p.B_c)
-    r0 = np.arange(0, N, p.B_r)
-    r1 = r0 + r - 1
-    c0 = np.arange(0, N, p.B_c)
-    R, C = int(r[0]), int(c[0])
-    if not backward:
-        per_col = len(r) - np.searchsorted(r1, c0, side="left")      # row blocks visiting J
-        reads = d * N + 2 * d * int(per_col @ c)
-        peak = 2 * R * d + 3 * R + 2 * C * d + R * C
-        return IOCount(reads=reads, writes=N * d, peak=peak)
-    per_row = np.searchsorted(c0, r1, side="right")                  # column blocks of I
-    visits = int(r @ per_row)
-    reads = 3 * d * N + (3 * d + 2) * visits
-    writes = N + d * visits + 2 * N * d
-    peak = max(4 * C * d + 3 * R * d + 2 * R + 2 * R * C, R * (2 * d + 1))
-    return IOCount(reads=reads, writes=writes, peak=peak)
-
-
-def _starts_ends(n: int, b: int):
-    """Sizes, first and last index of the blocks ``range(0, n, b)`` cuts ``n`` into."""
-    size = block_sizes(n, b)
-    first = np.arange(0, n, b)
-    return size, first, first + size - 1
-
-
-def _causal_product_io(p, *, c_mask: bool = False, a_mask: str | None = None,
-                       stats: int = 0) -> tuple[int, int, int]:
-    """``matmul.product_io(p, c_mask=..., a_mask=..., stats=...)`` for the causal mask, from
-    one block row or column at a time instead of the ``T_r x T_c`` block mask: ``c_mask=True``
-    computes only the tiles of ``C`` (``N x N``) the causal mask needs; ``a_mask`` is
-    ``"lower"`` (the causal mask) or ``"upper"`` (its transpose), the mask on ``A``
-    (``N x N``) whose empty strips are not read. Under the lower mask tile ``(I, J)`` is
-    nonempty iff ``c0_J <= r1_I``, under the upper iff ``c1_J >= r0_I``: each block row's
-    nonempty blocks are a prefix (lower) or a suffix (upper), every row and column has one, and
-    block ``(0, 0)`` (lower) has the largest sides. The tests check the results against
-    ``io_cost(..., mask=ioattn.masks.causal(N))``."""
-    m, k, n = p.m, p.k, p.n
-    if c_mask:
-        r, r0, r1 = _starts_ends(m, p.b_r)
-        c, c0, _ = _starts_ends(n, p.b_c)
-        per_row = np.searchsorted(c0, r1, side="right")          # J < per_row[I]
-        per_col = len(r) - np.searchsorted(r1, c0, side="left")  # rows I visiting J
-        cum = np.concatenate(([0], np.cumsum(c)))
-        reads = k * (int(per_row @ r) + int(per_col @ c))
-        writes = int(r @ cum[per_row])
-        w = min(p.L, k)
-        R, C = int(r[0]), int(c[0])
-        return reads, writes, max(stats * R, (stats + C + w) * R + w * C)
-    r, r0, r1 = _starts_ends(m, p.b_r)
-    w, s0, s1 = _starts_ends(k, p.L)
-    cum = np.concatenate(([0], np.cumsum(w)))
-    if a_mask == "lower":
-        upto = np.searchsorted(s0, r1, side="right")              # strips < upto[I]
-        row_w = cum[upto]
-        per_strip = len(r) - np.searchsorted(r1, s0, side="left")
-        widest = np.full(len(r), w[0])                            # strip 0 is always read
-    else:
-        start = np.searchsorted(s1, r0, side="left")              # strips >= start[I]
-        row_w = cum[-1] - cum[start]
-        per_strip = np.searchsorted(r0, s1, side="right")
-        widest = np.where(start < len(w) - 1, w[0], w[-1])
-    reads = ceil_div(n, p.b_c) * int(r @ row_w) + n * int(per_strip @ w)
-    C = min(p.b_c, n)
-    peak = int(((stats + C + widest) * r + widest * C).max())
-    return reads, m * n, peak
-
-
-def _causal_square_tiling_cost(N: int, d: int, M: int, backward: bool, options: dict):
-    """Exact I/O of square tiling (either schedule) or its backward under the causal mask:
-    the algorithm's ``cost`` with :func:`_causal_product_io` for each product."""
-    from .memory import IOCount
-
-    p = plan("square_tiling", N, d, M, backward=backward, **options)
-    if not backward:
-        r1, w1, p1 = _causal_product_io(p.phase1, c_mask=True, stats=1)
-        r2, w2, p2 = _causal_product_io(p.phase2, a_mask="lower", stats=2)
-        return IOCount(reads=r1 + r2 + N, writes=w1 + w2 + N, peak=max(p1, p2))
-    counts = [_causal_product_io(p.P, c_mask=True, stats=1),
-              _causal_product_io(p.dS, c_mask=True, stats=1),
-              _causal_product_io(p.dV, a_mask="upper"),
-              _causal_product_io(p.dQ, a_mask="lower"),
-              _causal_product_io(p.dK, a_mask="upper")]
-    reads = sum(x[0] for x in counts) + N + 2 * N * d + N + counts[1][1]
-    writes = sum(x[1] for x in counts) + N
-    # kernel 3's epilogue peaks at block (0, 0), as without a mask (p carries no mask)
-    peak = max(*(x[2] for x in counts), p.D_pass.footprint,
-               get("square_tiling", True)._epilogue_peak(p))
-    return IOCount(reads=reads, writes=writes, peak=peak)
-
-
 def _causal_cost(name: str, N: int, d: int, M: int, backward: bool, options: dict):
     """``io_cost(name, N, d, M, backward=backward, mask=ioattn.masks.causal(N), **options)``,
-    exactly, computed fast (:func:`_causal_flash_cost`, :func:`_causal_square_tiling_cost`;
-    otherwise :func:`causal_mask`, whose blocks need no ``N x N`` pass)."""
-    if name == "flash" and "block" not in options:
-        got = _causal_flash_cost(N, d, M, backward, options)
-        if got is not None:
-            return got
-    if name == "square_tiling" and "block" not in options:
-        return _causal_square_tiling_cost(N, d, M, backward, options)
-    return io_cost(name, N, d, M, backward=backward, mask=causal_mask(N), **options)
+    with the causal mask as :meth:`ioattn.masks.Mask.causal` (no ``N x N`` array; the
+    algorithms' masked costs have closed forms for it)."""
+    return io_cost(name, N, d, M, backward=backward, mask=Mask.causal(N), **options)
 
 
 def _causal_curves(N: int, d: int, Ms: list, names: list, options: dict,
@@ -342,7 +139,8 @@ def curves(N: int, d: int, Ms=None, names=None, options=None, *, backward: bool 
         bounds and crossovers instead of the forward's.
     causal : bool, optional
         Causal attention instead of dense: the exact I/O of the masked algorithms
-        (``io_cost(..., mask=ioattn.masks.causal(N))``, computed with :func:`causal_mask`, which
+        (``io_cost(..., mask=ioattn.masks.causal(N))``, with the causal mask as
+        :meth:`ioattn.masks.Mask.causal`, which
         gives the same counts faster), ``lower`` is :func:`ioattn.bounds.sparse_lower` with
         ``Z = N (N + 1) / 2`` computed scores, ``lower_any`` is ``None`` at every ``M`` (no
         any-matrix-multiplication bound is stated for masked attention), and the crossovers are

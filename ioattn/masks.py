@@ -44,6 +44,7 @@ References
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -103,7 +104,16 @@ class Mask:
     """A validated attention mask (immutable), with its block structure at any block shape.
 
     Plans carry a ``Mask``; two are equal when their entries are. Build one from a boolean
-    array with ``Mask(array)`` (checked by :func:`as_mask`).
+    array with ``Mask(array)`` (checked by :func:`as_mask`; ``structured=False`` skips the
+    recognition of the causal mask below, for a reference that takes the generic path), or
+    the causal mask without an ``N x N`` array with :meth:`Mask.causal`.
+
+    A mask that is the causal mask (lower triangle, ``j <= i``) or its transpose (``j >= i``)
+    is recognised (:attr:`triangle`): its blocks are found from the indices instead of from the
+    array, which is then built only when asked for, and the algorithms' masked costs use the
+    closed forms this structure allows. For row block ``[r0, r1]`` and column block
+    ``[c0, c1]`` (inclusive ends) of the lower triangle, the block has a True entry iff
+    ``c0 <= r1`` and is all True iff ``c1 <= r0``; the transpose swaps the roles.
 
     Attributes
     ----------
@@ -113,18 +123,56 @@ class Mask:
         Its complement (True = masked out), read-only: what a partly filled block sets to
         ``-inf``.
     N : int
+    triangle : str or None
+        ``"lower"`` for the causal mask, ``"upper"`` for its transpose, else None.
     """
 
-    __slots__ = ("array", "excluded", "N", "_blocks", "_T", "_hash")
+    __slots__ = ("_array", "_excluded", "N", "triangle", "_blocks", "_T", "_hash")
 
-    def __init__(self, mask, N: int | None = None):
-        self.array = as_mask(mask, N)
-        self.N = self.array.shape[0]
-        self.excluded = ~self.array
-        self.excluded.flags.writeable = False
+    def __init__(self, mask, N: int | None = None, *, structured: bool = True):
+        self._array = as_mask(mask, N)
+        self.N = self._array.shape[0]
+        self._excluded = None
+        self.triangle = _triangle_of(self._array) if structured else None
         self._blocks: dict[tuple[int, int], Blocks] = {}
         self._T: Mask | None = None
         self._hash: int | None = None
+
+    @staticmethod
+    def causal(N: int, lower: bool = True) -> Mask:
+        """The causal mask of :func:`causal` (``lower=False``: its transpose) as a ``Mask``
+        whose blocks come from the indices and whose array is built only on demand: no pass
+        over ``N^2`` entries, so fast at any ``N``. Equal to ``Mask(causal(N))``; the same
+        object for the same arguments (cached, with its blocks).
+
+        >>> Mask.causal(4) == Mask(causal(4)), Mask.causal(4).T == Mask(causal(4).T)
+        (True, True)
+        """
+        return _triangle(as_count(N, "N"), bool(lower) or N == 1)
+
+    @classmethod
+    def _new_triangle(cls, N: int, lower: bool) -> Mask:
+        self = cls.__new__(cls)
+        self.N = N
+        self._array = self._excluded = None
+        self.triangle = "lower" if lower else "upper"
+        self._blocks, self._T, self._hash = {}, None, None
+        return self
+
+    @property
+    def array(self) -> np.ndarray:
+        if self._array is None:                 # a triangle built from indices: on demand
+            a = np.tri(self.N, dtype=bool)
+            self._array = a if self.triangle == "lower" else a.T.copy()
+            self._array.flags.writeable = False
+        return self._array
+
+    @property
+    def excluded(self) -> np.ndarray:
+        if self._excluded is None:
+            self._excluded = ~self.array
+            self._excluded.flags.writeable = False
+        return self._excluded
 
     def blocks(self, b_r: int, b_c: int) -> Blocks:
         """The mask at ``b_r x b_c`` block granularity (computed once per block shape)."""
@@ -132,9 +180,19 @@ class Mask:
         if key not in self._blocks:
             rows = np.arange(0, self.N, key[0])
             cols = np.arange(0, self.N, key[1])
-            a = self.array
-            nonempty = np.logical_or.reduceat(np.logical_or.reduceat(a, rows, 0), cols, 1)
-            full = np.logical_and.reduceat(np.logical_and.reduceat(a, rows, 0), cols, 1)
+            if self.triangle is not None:       # from the indices: no N x N pass
+                r1 = np.minimum(rows + key[0], self.N) - 1
+                c1 = np.minimum(cols + key[1], self.N) - 1
+                if self.triangle == "lower":                        # True where j <= i
+                    nonempty = cols[None, :] <= r1[:, None]
+                    full = c1[None, :] <= rows[:, None]
+                else:                                               # True where j >= i
+                    nonempty = c1[None, :] >= rows[:, None]
+                    full = cols[None, :] >= r1[:, None]
+            else:
+                a = self.array
+                nonempty = np.logical_or.reduceat(np.logical_or.reduceat(a, rows, 0), cols, 1)
+                full = np.logical_and.reduceat(np.logical_and.reduceat(a, rows, 0), cols, 1)
             for x in (nonempty, full):
                 x.flags.writeable = False
             self._blocks[key] = Blocks(nonempty, full, block_sizes(self.N, key[0]),
@@ -145,24 +203,38 @@ class Mask:
     def T(self) -> Mask:
         """The transposed mask (keys by queries), for products that read ``P^T`` or ``dS^T``."""
         if self._T is None:
-            self._T = Mask(self.array.T)
+            if self.triangle is not None:
+                self._T = Mask._new_triangle(self.N, self.triangle == "upper" or self.N == 1)
+            else:
+                self._T = Mask(self.array.T)
             self._T._T = self
         return self._T
 
     @property
     def attending(self) -> np.ndarray:
         """``attending[i]``: whether query ``i`` attends to any key (its row has a True)."""
+        if self.triangle is not None:
+            return np.ones(self.N, dtype=bool)          # every row has its diagonal entry
         return self.array.any(axis=1)
 
     @property
     def density(self) -> float:
         """Fraction of True entries."""
-        return float(self.array.mean())
+        return self._true() / (self.N * self.N)
+
+    def _true(self) -> int:
+        if self.triangle is not None:
+            return self.N * (self.N + 1) // 2
+        return int(self.array.sum())
 
     def __eq__(self, other) -> bool:
         if not isinstance(other, Mask):
             return NotImplemented
-        return self.N == other.N and bool(np.array_equal(self.array, other.array))
+        if self.N != other.N:
+            return False
+        if self.triangle is not None and other.triangle is not None:
+            return self.triangle == other.triangle
+        return bool(np.array_equal(self.array, other.array))
 
     def __hash__(self) -> int:
         if self._hash is None:
@@ -170,7 +242,27 @@ class Mask:
         return self._hash
 
     def __repr__(self) -> str:
-        return f"Mask(N={self.N}, {int(self.array.sum())} of {self.N * self.N} entries True)"
+        return f"Mask(N={self.N}, {self._true()} of {self.N * self.N} entries True)"
+
+
+@functools.lru_cache(maxsize=8)
+def _triangle(N: int, lower: bool) -> Mask:
+    return Mask._new_triangle(N, lower)
+
+
+def _triangle_of(a: np.ndarray) -> str | None:
+    """``"lower"`` if ``a`` is the causal mask, ``"upper"`` if its transpose, else None."""
+    N = a.shape[0]
+    if N == 1:
+        return "lower" if a[0, 0] else None
+    if not (a[0, 0] and a[-1, -1]) or a[0, -1] == a[-1, 0]:     # cheap rejections first
+        return None
+    tri = np.tri(N, dtype=bool)
+    if a[-1, 0] and np.array_equal(a, tri):
+        return "lower"
+    if a[0, -1] and np.array_equal(a, tri.T):
+        return "upper"
+    return None
 
 
 def block_mask(mask, B_r: int, B_c: int) -> np.ndarray:
@@ -182,7 +274,9 @@ def block_mask(mask, B_r: int, B_c: int) -> np.ndarray:
 
 def causal(N: int) -> np.ndarray:
     """The causal mask: query ``i`` attends to keys ``j <= i`` (lower triangle, diagonal
-    included). Computable from indices, so no algorithm would ever read it."""
+    included). Computable from indices, so no algorithm would ever read it: a :class:`Mask`
+    made from it (as every algorithm's plan makes) recognises it and finds its blocks from the
+    indices; :meth:`Mask.causal` is the same mask without the ``N x N`` array."""
     return np.tri(as_count(N, "N"), dtype=bool)
 
 

@@ -13,8 +13,6 @@ from ioattn import io_cost
 from ioattn.bounds import lower_bound
 from ioattn.explorer import (
     DEFAULT_OPTIONS,
-    _causal_cost,
-    causal_mask,
     curves,
     default_Ms,
     m_label,
@@ -430,60 +428,6 @@ def test_explorer_simulate_backward_agrees():
 
 
 # ---------------------------------------------------------------------------------- causal
-def test_causal_mask_blocks_equal_the_array_mask():
-    """The index-arithmetic blocks of :func:`causal_mask` are those of ``Mask(causal(N))``, at
-    every block shape (dividing N or not), and so are its transpose's."""
-    import itertools
-
-    import numpy as np
-
-    from ioattn.masks import Mask, causal
-
-    for N in (1, 2, 7, 64, 100, 257):
-        fast, slow = causal_mask(N), Mask(causal(N))
-        for b_r, b_c in itertools.product([1, 2, 3, 5, 16, 64, 300], [1, 3, 7, 16, 300]):
-            for a, b in ((fast, slow), (fast.T, slow.T)):
-                got, want = a.blocks(b_r, b_c), b.blocks(b_r, b_c)
-                assert all(np.array_equal(x, y) for x, y in zip(got, want)), (N, b_r, b_c)
-        assert fast == slow and fast.T == slow.T and fast.T.T is fast
-        assert np.array_equal(fast.excluded, slow.excluded)
-        assert np.array_equal(fast.attending, slow.attending)
-        assert fast.density == pytest.approx(slow.density) and repr(fast) == repr(slow)
-    assert causal_mask(64) is causal_mask(64)
-
-
-@pytest.mark.parametrize("backward", [False, True])
-def test_causal_costs_equal_io_cost_with_the_causal_mask(backward):
-    """The explorer's fast causal costs (closed form for FlashAttention, the index-arithmetic
-    mask for the others) equal ``io_cost(..., mask=ioattn.masks.causal(N))``, field by field."""
-    import numpy as np
-
-    from ioattn import min_M
-    from ioattn.masks import causal
-
-    variants = [("flash", {}), ("square_tiling", {}), ("square_tiling", {"schedule": "outer"}),
-                ("standard", {})] + ([] if backward else [("flash", {"variant": "fa1"})])
-    checked = 0
-    for N in (1, 5, 17, 64, 100, 129):
-        mask = causal(N)
-        for d in (1, 3, 8, 16):
-            for name, opts in variants:
-                lo = min_M(name, d, backward=backward, **opts)
-                for M in sorted({lo, lo + 1, lo + 7, 2 * lo, 3 * lo + 5, max(lo, 10 * d * d),
-                                 5000}):
-                    assert _causal_cost(name, N, d, M, backward, opts) == \
-                        io_cost(name, N, d, M, backward=backward, mask=mask, **opts)
-                    checked += 1
-    assert checked > 500
-    rng = np.random.default_rng(7)               # and drawn sizes, blocks not dividing N
-    for _ in range(60):
-        N, d = int(rng.integers(1, 300)), int(rng.integers(1, 40))
-        name, opts = variants[rng.integers(len(variants))]
-        M = min_M(name, d, backward=backward, **opts) + int(rng.integers(0, 20 * d * d + 50))
-        assert _causal_cost(name, N, d, M, backward, opts) == \
-            io_cost(name, N, d, M, backward=backward, mask=causal(N), **opts), (name, N, d, M)
-
-
 @pytest.mark.parametrize("backward", [False, True])
 def test_causal_curves_equal_io_cost(backward):
     from ioattn import bounds

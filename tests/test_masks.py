@@ -413,3 +413,86 @@ def test_backward_checks_L_against_the_mask():
             ioattn.run_backward("flash", Q, K, V, dO, 100, mask=mask, O=O, L=bad)
     with pytest.raises(ValueError, match="L must hold N = 6 finite"):
         ioattn.run_backward("flash", Q, K, V, dO, 100, O=O, L=L)          # no mask: all finite
+
+
+# ------------------------------------------------------- the structured causal mask is exact
+def plain_causal(N):
+    """The causal mask as a plain boolean-array ``Mask``: the generic, block-by-block path."""
+    m = Mask(np.tri(N, dtype=bool), structured=False)
+    assert m.triangle is None
+    return m
+
+
+def test_structured_causal_mask_equals_the_array_mask():
+    """``Mask.causal(N)`` (index-arithmetic blocks, array on demand) and ``Mask(causal(N))``
+    (recognised) have the blocks of the plain array mask at every block shape (dividing ``N`` or
+    not), and so do their transposes; they are equal, hash alike, and agree everywhere else."""
+    import itertools
+
+    for N in (1, 2, 7, 64, 100, 257):
+        plain = plain_causal(N)
+        for fast in (Mask.causal(N), Mask(masks.causal(N))):
+            assert fast.triangle == "lower" and fast.T.triangle == ("lower" if N == 1 else "upper")
+            for b_r, b_c in itertools.product([1, 2, 3, 5, 16, 64, 300], [1, 3, 7, 16, 300]):
+                for a, b in ((fast, plain), (fast.T, plain.T)):
+                    got, want = a.blocks(b_r, b_c), b.blocks(b_r, b_c)
+                    assert all(np.array_equal(x, y) for x, y in zip(got, want)), (N, b_r, b_c)
+            assert fast == plain and fast.T == plain.T and fast.T.T is fast
+            assert plain == fast and hash(fast) == hash(plain) and hash(fast.T) == hash(plain.T)
+            assert np.array_equal(fast.array, plain.array) and not fast.array.flags.writeable
+            assert np.array_equal(fast.T.array, plain.T.array)
+            assert np.array_equal(fast.excluded, plain.excluded)
+            assert np.array_equal(fast.attending, plain.attending)
+            assert fast.density == pytest.approx(plain.density) and repr(fast) == repr(plain)
+    assert Mask.causal(64) is Mask.causal(64) and Mask.causal(64) == Mask(masks.causal(64))
+    assert Mask.causal(5, lower=False) == Mask(masks.causal(5).T) == Mask.causal(5).T
+    assert Mask.causal(5) != Mask.causal(5).T and Mask.causal(5) != Mask.causal(6)
+    assert Mask.causal(1, lower=False) == Mask.causal(1)
+    assert Mask.causal(1 << 16).blocks(4096, 4096).nonempty.sum() == 16 * 17 // 2  # no N^2 array
+    with pytest.raises(ValueError):
+        Mask.causal(0)
+
+
+def test_only_the_causal_mask_and_its_transpose_are_recognised():
+    a = masks.causal(9)
+    for other in [masks.sliding_window(9, 3), ~a, np.ones((9, 9), bool), np.zeros((9, 9), bool),
+                  np.eye(9, dtype=bool), np.zeros((1, 1), bool), np.tri(9, k=-1, dtype=bool)]:
+        assert Mask(other).triangle is None
+    for i, j in [(0, 0), (8, 8), (8, 0), (4, 2), (2, 4), (0, 8)]:
+        b = a.copy()
+        b[i, j] = not b[i, j]
+        assert Mask(b).triangle is None and Mask(b.T).triangle is None
+        assert Mask(b) != Mask.causal(9) and Mask(b.T) != Mask.causal(9).T
+    assert Mask(a.T).triangle == "upper" and Mask(np.ones((1, 1), bool)).triangle == "lower"
+
+
+def _causal_costs_agree(name, N, d, M, backward, options):
+    want = ioattn.io_cost(name, N, d, M, backward=backward, mask=plain_causal(N), **options)
+    for mask in (Mask.causal(N), masks.causal(N)):
+        got = ioattn.io_cost(name, N, d, M, backward=backward, mask=mask, **options)
+        assert got == want, (name, options, N, d, M, backward)
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_structured_causal_mask_costs_equal_the_array_mask(backward):
+    """Every algorithm's ``io_cost`` under the structured causal mask (its closed forms) equals
+    its cost under the plain boolean-array mask (the sums over blocks), field by field, on a grid
+    and on drawn sizes with blocks that do not divide ``N``."""
+    variants = BACKWARD_VARIANTS if backward else VARIANTS
+    variants = variants + [("flash", {"block": b}) for b in ((1, 1), (3, 5), (16, 16))]
+    checked = 0
+    for N in (1, 5, 17, 64, 100, 129):
+        for d in (1, 3, 8, 16):
+            for name, opts in variants:
+                lo = least_M(name, d, opts, backward)
+                for M in sorted({lo, lo + 1, lo + 7, 2 * lo, 3 * lo + 5, max(lo, 10 * d * d),
+                                 5000}):
+                    _causal_costs_agree(name, N, d, M, backward, opts)
+                    checked += 1
+    assert checked > 500
+    rng = np.random.default_rng(7)
+    for _ in range(80):
+        N, d = int(rng.integers(1, 300)), int(rng.integers(1, 40))
+        name, opts = variants[rng.integers(len(variants))]
+        M = least_M(name, d, opts, backward) + int(rng.integers(0, 20 * d * d + 50))
+        _causal_costs_agree(name, N, d, M, backward, opts)

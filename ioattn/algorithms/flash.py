@@ -70,6 +70,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validate import as_count
+from ..masks import block_sizes
 from ..memory import IOCount
 from .base import Algorithm, Plan, ceil_div, divide_rows, log_sum_exp, register
 
@@ -177,6 +178,8 @@ class Flash(Algorithm):
 def _masked_cost(plan: FlashPlan, lse: int) -> IOCount:
     """The module docstring's sums over the nonempty blocks, and the peak they reach."""
     N, d = plan.N, plan.d
+    if plan.variant == "fa2" and plan.mask.triangle == "lower":
+        return _causal_cost(plan, lse)
     blocks = plan.mask.blocks(plan.B_r, plan.B_c)
     act, r, c = blocks.nonempty, blocks.rows, blocks.cols
     rows_visited = act.any(axis=1)
@@ -195,6 +198,22 @@ def _masked_cost(plan: FlashPlan, lse: int) -> IOCount:
         work = 2 * c_ * d + R * (2 * d + c_ + 4)
         peak = max(int(work[act].max(initial=0)), min(plan.R, N) * d)  # init: R rows of zeros
     return IOCount(reads=reads, writes=writes + lse, peak=peak)
+
+
+def _causal_cost(plan: FlashPlan, lse: int) -> IOCount:
+    """:func:`_masked_cost` (FA2 order) under the causal mask, from the block sizes alone
+    (sums over one block row or column instead of the ``T_r x T_c`` block mask, which has
+    ``N^2`` entries at a small ``M``). Block ``(I, J)`` is visited iff ``c0_J <= r1_I`` (first
+    key, last query), so every block row and column is visited and block ``(0, 0)``, of the
+    largest sides, sets the peak. The tests check it against a plain boolean mask."""
+    N, d = plan.N, plan.d
+    r, c = block_sizes(N, plan.B_r), block_sizes(N, plan.B_c)
+    r1 = np.arange(0, N, plan.B_r) + r - 1
+    c0 = np.arange(0, N, plan.B_c)
+    per_col = len(r) - np.searchsorted(r1, c0, side="left")      # row blocks visiting J
+    R, C = int(r[0]), int(c[0])
+    return IOCount(reads=d * N + 2 * d * int(per_col @ c), writes=N * d + lse,
+                   peak=2 * R * d + 3 * R + 2 * C * d + R * C)
 
 
 def _block(block):
