@@ -49,8 +49,11 @@ def setup_cell() -> nbformat.NotebookNode:
 
 
 def chapters() -> list[Path]:
-    """The chapters that are notebooks (their front matter names a kernel)."""
-    return sorted(p for p in BOOK.glob("*.md") if "kernelspec" in _front_matter(p))
+    """The pages of the book that are notebooks (their front matter names a kernel): the
+    chapters and the assignment pages, not the assignments' master notebooks."""
+    return sorted(p for p in BOOK.rglob("*.md")
+                  if not {"masters", "_ext", "_static"} & set(p.relative_to(BOOK).parts)
+                  and "kernelspec" in _front_matter(p))
 
 
 def _front_matter(md: Path) -> dict:
@@ -101,7 +104,9 @@ def main(argv=None) -> int:
     for path in todo:
         path.write_text(_text(paired(path.with_suffix(".md"))), encoding="utf-8")
         print(f"wrote {path.relative_to(ROOT)}")
-    orphans = [p for p in BOOK.glob("*.ipynb") if p.with_suffix(".md") not in chapters()]
+    orphans = [p for p in BOOK.rglob("*.ipynb") if p.with_suffix(".md") not in chapters()
+               and not {"masters", "_ext", "_static", ".ipynb_checkpoints"}
+               & set(p.relative_to(BOOK).parts)]
     for path in orphans:
         path.unlink()
         print(f"removed {path.relative_to(ROOT)} (no chapter)")
