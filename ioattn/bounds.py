@@ -547,9 +547,10 @@ def _least_M(name: str, d: int, opts: dict, backward: bool) -> int:
 
 
 def cheapest(N: int, d: int, M: int, names=None, options=None, *,
-             backward: bool = False) -> str | None:
+             backward: bool = False, mask=None) -> str | None:
     """The algorithm with the least exact I/O at ``(N, d, M)`` among ``names`` (default: all);
-    with ``backward=True``, among their backward passes.
+    with ``backward=True``, among their backward passes; with ``mask``, for that sparsity
+    pattern (:func:`ioattn.io_cost`'s ``mask``).
 
     ``options`` maps a name to its options (e.g. ``{"square_tiling": {"schedule": "outer"}}``).
     Algorithms that cannot run at this ``M`` are left out; ties go to the name first in sort
@@ -562,7 +563,7 @@ def cheapest(N: int, d: int, M: int, names=None, options=None, *,
         opts = options.get(name, {})
         if M < _least_M(name, d, opts, backward):
             continue
-        total = io_cost(name, N, d, M, backward=backward, **opts).total
+        total = io_cost(name, N, d, M, backward=backward, mask=mask, **opts).total
         if best is None or total < best[0]:
             best = (total, name)
     return best and best[1]
@@ -577,7 +578,8 @@ class Crossover(NamedTuple):
 
 
 def crossovers(N: int, d: int, M_min: int | None = None, M_max: int | None = None,
-               names=None, options=None, *, backward: bool = False) -> list[Crossover]:
+               names=None, options=None, *, backward: bool = False,
+               mask=None) -> list[Crossover]:
     """Every ``M`` where the cheapest algorithm changes, found from exact costs (of the backward
     passes with ``backward=True``).
 
@@ -601,7 +603,7 @@ def crossovers(N: int, d: int, M_min: int | None = None, M_max: int | None = Non
         return []
 
     def best(M):
-        return cheapest(N, d, M, names, options, backward=backward)
+        return cheapest(N, d, M, names, options, backward=backward, mask=mask)
 
     powers = [1 << k for k in range(lo.bit_length(), hi.bit_length() + 1)]
     grid = [lo] + [p for p in powers if lo < p < hi] + [hi]

@@ -89,22 +89,10 @@ def _causal_curves(N: int, d: int, Ms: list, names: list, options: dict,
         runnable = [(total(n, M), n) for n in names if total(n, M) is not None]
         return min(runnable)[1] if runnable else None
 
-    crossings = []
-    if len(Ms) > 1:                      # as bounds.crossovers: powers of two, then bisection
-        lo, hi = min(Ms), max(Ms)
-        powers = [1 << k for k in range(lo.bit_length(), hi.bit_length() + 1)]
-        grid = [lo] + [p for p in powers if lo < p < hi] + [hi]
-        for a, b in zip(grid, grid[1:]):
-            w_a, w_b = best(a), best(b)
-            if w_a == w_b or w_a is None:
-                continue
-            while b - a > 1:
-                mid = (a + b) // 2
-                if best(mid) == w_a:
-                    a = mid
-                else:
-                    b = mid
-            crossings.append({"M": b, "before": w_a, "after": best(b)})
+    mask = Mask.causal(N)
+    crossings = [{"M": c.M, "before": c.before, "after": c.after}
+                 for c in bounds.crossovers(N, d, min(Ms), max(Ms), names, options,
+                                            backward=backward, mask=mask)]
     return {
         "totals": {n: [total(n, M) for M in Ms] for n in names},
         "lower": [bounds.sparse_lower(N, d, M, Z, backward=backward) for M in Ms],

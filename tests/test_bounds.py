@@ -439,3 +439,20 @@ def test_masked_costs_respect_the_sparse_lower_bound(backward, name, options):
                 assert io.total >= bound, (kind, N, d, M, Z, io.total, bound)
                 checked += 1
     assert checked > 100
+
+
+def test_crossovers_under_a_mask():
+    """An all-True mask changes nothing; under the causal mask the winner really differs at
+    M - 1 and M, with the masked costs."""
+    from ioattn.masks import causal
+
+    N, d = 96, 8
+    outer = {"square_tiling": {"schedule": "outer"}}
+    dense = bounds.crossovers(N, d, options=outer)
+    assert bounds.crossovers(N, d, options=outer, mask=np.ones((N, N), bool)) == dense
+    mask = causal(N)
+    found = bounds.crossovers(N, d, options=outer, mask=mask)
+    assert found and found[-1].after == "flash"
+    for c in found:
+        assert bounds.cheapest(N, d, c.M, options=outer, mask=mask) == c.after
+        assert bounds.cheapest(N, d, c.M - 1, options=outer, mask=mask) == c.before

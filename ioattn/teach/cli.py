@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from ..cli import _positive
+
 __all__ = ["add_commands", "run_command"]
 
 
@@ -36,16 +38,6 @@ def _course(text: str) -> str:
         return check_course(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
 
 
 def _seed(text: str) -> int:
