@@ -21,7 +21,8 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  echo "chromium is missing: installing Debian's package"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 test: $(STAMP) chromium
 	$(BIN)/python -m pytest
