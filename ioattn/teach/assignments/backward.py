@@ -21,8 +21,7 @@ import numpy as np
 from ... import bounds
 from ...algorithms.base import ceil_div
 from ...api import io_cost, saved_for_backward
-from ..judge import fail
-from .base import Assignment, Context, Question, register
+from .base import BudgetAssignment, Question, register
 from .trial import run_trial
 
 __all__ = ["Backward", "budget", "example_inputs", "gradients", "grid"]
@@ -79,7 +78,7 @@ def grid() -> tuple:
 
 
 @register
-class Backward(Assignment):
+class Backward(BudgetAssignment):
     name = "backward"
     title = "FlashAttention's backward pass within an I/O budget"
     questions = (
@@ -87,23 +86,9 @@ class Backward(Assignment):
         Question("q2", "I/O within 5/4 of the FlashAttention-2 backward at the same M", 3),
     )
     answers = {"q1": ("flash_backward",), "q2": ("flash_backward",)}
-
-    def parameters(self, rng):
-        N, d, M = grid()[int(rng.integers(len(grid())))]
-        return {"N": N, "d": d, "M": M, "SEED": int(rng.integers(2 ** 31))}
-
-    def check(self, question, answers, ctx: Context) -> str:
-        fn = answers["flash_backward"]
-        p = ctx.params
-        if question == "q1":
-            self._run(fn, p, ctx, main=True)
-            if not ctx.public:
-                self._run(fn, self._awkward(ctx.rng), ctx, main=False)
-            return "flash_backward is correct" + ("" if ctx.public else " (hidden inputs too)")
-        notes = [self._within(fn, p, ctx, main=True)]
-        if not ctx.public:
-            notes.append(self._within(fn, self.parameters(ctx.rng), ctx, main=False))
-        return "; ".join(notes)
+    function = "flash_backward"
+    grid = staticmethod(grid)
+    budget = staticmethod(budget)
 
     def _run(self, fn, p, ctx, main):
         N, d, M = p["N"], p["d"], p["M"]
@@ -126,15 +111,6 @@ class Backward(Assignment):
                 wants[g]["public"] = x
         # the backward computes every entry of Q K^T again, so the forward's bounds apply
         return trial.judge(wants, lower=bounds.lower_bound(N, d, M))
-
-    def _within(self, fn, p, ctx, main) -> str:
-        io = self._run(fn, p, ctx, main)
-        N, d, M = p["N"], p["d"], p["M"]
-        cap = budget(N, d, M)
-        if io.total > cap:
-            fail("budget", f"flash_backward moved {io.total:,} entries for N = {N}, d = {d}, "
-                 f"M = {M}; the budget is {cap:,}")
-        return f"{io.total:,} entries for N = {N}, d = {d}, M = {M} (budget {cap:,})"
 
     @staticmethod
     def _awkward(rng) -> dict:

@@ -13,6 +13,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from ..judge import fail
 from ..variants import Variant, check_course, check_student_id, student_rng
 
 __all__ = ["Assignment", "Context", "Question", "REGISTRY", "get", "register"]
@@ -103,6 +104,60 @@ class Assignment:
     def points(self) -> int:
         """Points of the auto-graded questions."""
         return sum(q.points for q in self.questions if not q.manual)
+
+
+class BudgetAssignment(Assignment):
+    """An assignment asking for one function that runs through the memory model, graded on
+    correctness (``q1``) and on an I/O budget (``q2``).
+
+    Subclasses set :attr:`function` (the name the notebook defines) and implement :meth:`grid`
+    (the ``(N, d, M)`` a variant is drawn from), :meth:`budget`, :meth:`_run` (one graded run:
+    returns the recounted ``IOCount`` or fails) and :meth:`_awkward` (hidden sizes of no special
+    shape). The hidden tests also run the function on fresh inputs and on sizes the student
+    never saw.
+    """
+
+    function: ClassVar[str]
+
+    def grid(self) -> tuple:
+        raise NotImplementedError
+
+    def budget(self, N: int, d: int, M: int) -> int:
+        raise NotImplementedError
+
+    def _run(self, fn, p: dict, ctx: Context, main: bool):
+        raise NotImplementedError
+
+    @staticmethod
+    def _awkward(rng) -> dict:
+        raise NotImplementedError
+
+    def parameters(self, rng):
+        grid = self.grid()
+        N, d, M = grid[int(rng.integers(len(grid)))]
+        return {"N": N, "d": d, "M": M, "SEED": int(rng.integers(2 ** 31))}
+
+    def check(self, question, answers, ctx: Context) -> str:
+        fn = answers[self.function]
+        p = ctx.params
+        if question == "q1":
+            self._run(fn, p, ctx, main=True)
+            if not ctx.public:
+                self._run(fn, self._awkward(ctx.rng), ctx, main=False)
+            return f"{self.function} is correct" + ("" if ctx.public else " (hidden inputs too)")
+        notes = [self._within(fn, p, ctx, main=True)]
+        if not ctx.public:
+            notes.append(self._within(fn, self.parameters(ctx.rng), ctx, main=False))
+        return "; ".join(notes)
+
+    def _within(self, fn, p, ctx, main) -> str:
+        io = self._run(fn, p, ctx, main)
+        N, d, M = p["N"], p["d"], p["M"]
+        cap = self.budget(N, d, M)
+        if io.total > cap:
+            fail("budget", f"{self.function} moved {io.total:,} entries for N = {N}, d = {d}, "
+                 f"M = {M}; the budget is {cap:,}")
+        return f"{io.total:,} entries for N = {N}, d = {d}, M = {M} (budget {cap:,})"
 
 
 REGISTRY: dict[str, Assignment] = {}

@@ -22,8 +22,7 @@ import numpy as np
 from ... import bounds
 from ...algorithms.base import ceil_div
 from ...api import io_cost
-from ..judge import fail
-from .base import Assignment, Context, Question, register
+from .base import BudgetAssignment, Question, register
 from .trial import run_trial
 
 __all__ = ["Flash", "attention", "budget", "example_inputs", "grid"]
@@ -74,7 +73,7 @@ def grid() -> tuple:
 
 
 @register
-class Flash(Assignment):
+class Flash(BudgetAssignment):
     name = "flash"
     title = "FlashAttention's forward pass within an I/O budget"
     questions = (
@@ -82,23 +81,9 @@ class Flash(Assignment):
         Question("q2", "I/O within 5/4 of FlashAttention-2's at the same M", 3),
     )
     answers = {"q1": ("flash_attention",), "q2": ("flash_attention",)}
-
-    def parameters(self, rng):
-        N, d, M = grid()[int(rng.integers(len(grid())))]
-        return {"N": N, "d": d, "M": M, "SEED": int(rng.integers(2 ** 31))}
-
-    def check(self, question, answers, ctx: Context) -> str:
-        fn = answers["flash_attention"]
-        p = ctx.params
-        if question == "q1":
-            self._run(fn, p, ctx, main=True)
-            if not ctx.public:
-                self._run(fn, self._awkward(ctx.rng), ctx, main=False)
-            return "flash_attention is correct" + ("" if ctx.public else " (hidden inputs too)")
-        notes = [self._within(fn, p, ctx, main=True)]
-        if not ctx.public:
-            notes.append(self._within(fn, self.parameters(ctx.rng), ctx, main=False))
-        return "; ".join(notes)
+    function = "flash_attention"
+    grid = staticmethod(grid)
+    budget = staticmethod(budget)
 
     def _run(self, fn, p, ctx, main):
         N, d, M = p["N"], p["d"], p["M"]
@@ -112,15 +97,6 @@ class Flash(Assignment):
         if main and not ctx.public:
             want["public"] = attention(*example_inputs(p))
         return trial.judge({"O": want}, lower=bounds.lower_bound(N, d, M))
-
-    def _within(self, fn, p, ctx, main) -> str:
-        io = self._run(fn, p, ctx, main)
-        N, d, M = p["N"], p["d"], p["M"]
-        cap = budget(N, d, M)
-        if io.total > cap:
-            fail("budget", f"flash_attention moved {io.total:,} entries for N = {N}, d = {d}, "
-                 f"M = {M}; the budget is {cap:,}")
-        return f"{io.total:,} entries for N = {N}, d = {d}, M = {M} (budget {cap:,})"
 
     @staticmethod
     def _awkward(rng) -> dict:
