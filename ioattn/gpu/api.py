@@ -1,0 +1,307 @@
+"""The public entry points of :mod:`ioattn.gpu`: run an algorithm's kernels, count their traffic.
+
+The block sizes come from the same :class:`~ioattn.algorithms.base.Plan` as the NumPy reference
+(:func:`ioattn.plan`), so the traffic the kernels count (compiled with ``-DIOATTN_COUNT_IO``)
+is checked against :func:`ioattn.io_cost` for the same schedule.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..algorithms.base import Plan
+from ..api import plan as make_plan
+from ..memory import IOCount
+from . import backward as _backward
+from . import flash as _flash
+from . import square_tiling as _square_tiling
+from . import standard as _standard
+from .backend import Backend, get_backend
+
+__all__ = ["GPUBackwardResult", "GPUResult", "Launch", "KERNELS", "DTYPES", "prepare", "run",
+           "run_backward", "gpu_plan"]
+
+#: The algorithms with GPU kernels, and the host code that launches them.
+KERNELS = {"flash": _flash, "square_tiling": _square_tiling, "standard": _standard}
+
+#: Storage precisions: float32 everywhere; float16 and bfloat16 (tensor cores, float32
+#: accumulation) for ``flash``.
+DTYPES = ("float32", "float16", "bfloat16")
+
+#: Largest head dimension the kernels take.
+MAX_D = 256
+
+
+@dataclass(frozen=True)
+class GPUResult:
+    """What :func:`run` returns.
+
+    Attributes
+    ----------
+    output : array
+        ``O``, shape ``(..., N, d)`` as the inputs, float32, on the backend (a CuPy array on the
+        GPU, a NumPy array from the emulator).
+    io : IOCount or None
+        With ``count_io=True``: the entries the kernels loaded from (``reads``) and stored to
+        (``writes``) global memory, summed over the leading batch and head dimensions; ``peak``
+        is the plan's footprint, the shared-memory entries each block allocates. Per head this
+        equals ``ioattn.io_cost`` for ``plan``.
+    plan : Plan
+        The block sizes, as :func:`ioattn.plan` gives them.
+    lse : array or None
+        With ``save_lse=True``, the row log-sum-exp ``L``, shape ``(..., N)``.
+    heads : int
+        The number of ``(N, d)`` problems (the product of the leading dimensions).
+    """
+
+    output: object
+    io: IOCount | None
+    plan: Plan
+    lse: object = None
+    heads: int = 1
+    dtype: str = "float32"
+    backend: str = "cuda"
+
+
+@dataclass(frozen=True)
+class GPUBackwardResult:
+    """What :func:`run_backward` returns: ``output = (dQ, dK, dV)``; ``io``, ``plan`` and
+    ``heads`` as in :class:`GPUResult`."""
+
+    output: tuple
+    io: IOCount | None
+    plan: Plan
+    heads: int = 1
+    backend: str = "cuda"
+
+
+class Launch:
+    """Inputs on the device, outputs allocated, kernels compiled: calling it launches the
+    kernels once (what :mod:`benchmarks.gpu` times); :meth:`result` collects the outputs."""
+
+    def __init__(self, be: Backend, go: Callable[[], None], finish: Callable[[], object]):
+        self.backend = be
+        self._go, self._finish = go, finish
+
+    def __call__(self) -> None:
+        self._go()
+
+    def result(self):
+        """The outputs of the last launch (waits for the device)."""
+        self.backend.synchronize()
+        return self._finish()
+
+
+def _as_heads(x, name, be, shape=None):
+    """``x`` as a contiguous float32 ``(BH, N, d)`` array of the backend, with clear errors."""
+    xp = be.xp
+    if be.name == "cuda":
+        x = xp.asarray(x)
+    elif type(x).__module__.startswith("cupy"):
+        x = x.get()
+    else:
+        x = np.asarray(x)
+    if x.ndim < 2:
+        raise ValueError(f"{name} must be (N, d) or (..., N, d), got shape {tuple(x.shape)}")
+    if shape is not None and tuple(x.shape) != shape:
+        raise ValueError(f"{name} has shape {tuple(x.shape)}, but Q has shape {shape}")
+    if x.dtype.kind != "f":
+        raise TypeError(f"{name} must hold floating-point values, got dtype {x.dtype}")
+    if 0 in x.shape:
+        raise ValueError(f"{name} is empty (shape {tuple(x.shape)})")
+    bad = int(x.size - int(xp.count_nonzero(xp.isfinite(x))))
+    if bad:
+        raise ValueError(f"{name} has {bad} non-finite value(s) (NaN or infinity)")
+    N, d = x.shape[-2:]
+    return xp.ascontiguousarray(x.reshape(-1, N, d), dtype=xp.float32)
+
+
+def to_storage(x, dtype: str, xp):
+    """A float32 array in the storage precision the kernels read: float32, float16, or
+    bfloat16 as its 16 raw bits (``uint16``), rounded to nearest even."""
+    if dtype == "float32":
+        return x
+    if dtype == "float16":
+        return x.astype(xp.float16)
+    bits = x.view(xp.uint32)
+    rounded = bits + xp.uint32(0x7FFF) + ((bits >> xp.uint32(16)) & xp.uint32(1))
+    return (rounded >> xp.uint32(16)).astype(xp.uint16)
+
+
+def _check_dtype(name, dtype):
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    if dtype != "float32" and name != "flash":
+        raise ValueError(f"dtype {dtype!r} is implemented for flash only; {name} runs in float32")
+
+
+def _scale(scale, d):
+    if scale is None:
+        return 1.0 / float(np.sqrt(d))
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not np.isfinite(scale) \
+            or scale <= 0:
+        raise ValueError(f"scale must be a finite positive number, got {scale!r}")
+    return float(scale)
+
+
+def gpu_plan(name: str, N: int, d: int, *, M: int | None = None, block=None,
+             dtype: str = "float32", backend: str | Backend = "cuda", backward: bool = False,
+             **options) -> Plan:
+    """The plan the kernels of ``name`` run with.
+
+    With ``M`` (entries of shared memory per block) the block sizes follow the NumPy
+    reference's rule for ``M`` (:func:`ioattn.plan`); the tensor-core kernel rounds them down to
+    multiples of 16. With ``block=(B_r, B_c)`` (flash only) those blocks. With neither, ``M`` is
+    the device's shared memory per block; flash then takes the largest square block that fits
+    in half of it, so that two blocks share a multiprocessor. Raises ``ValueError`` when the
+    plan does not fit in the device's shared memory.
+    """
+    be = get_backend(backend) if isinstance(backend, str) else backend
+    if name not in KERNELS:
+        raise ValueError(f"no GPU kernels for {name!r}; there are {', '.join(sorted(KERNELS))}")
+    host = _backward if backward else KERNELS[name]
+    return host.plan(N, d, M=M, block=block, dtype=dtype, budget=be.shared_memory_per_block,
+                     **options)
+
+
+def prepare(name: str, Q, K, V, *, M: int | None = None, block=None, causal: bool = False,
+            scale: float | None = None, dtype: str = "float32", count_io: bool = False,
+            save_lse: bool = False, backend: str = "cuda", **options) -> Launch:
+    """Everything :func:`run` does before launching; see :func:`run` for the parameters."""
+    _check_dtype(name, dtype)
+    be = get_backend(backend)
+    if name not in KERNELS:
+        raise ValueError(f"no GPU kernels for {name!r}; there are {', '.join(sorted(KERNELS))}")
+    if causal and name != "flash":
+        raise ValueError(f"causal=True is implemented for flash only, not {name}")
+    shape = tuple(np.shape(Q))
+    Qh = _as_heads(Q, "Q", be)
+    shape = tuple(Q.shape)
+    Kh, Vh = _as_heads(K, "K", be, shape), _as_heads(V, "V", be, shape)
+    BH, N, d = Qh.shape
+    if d > MAX_D:
+        raise ValueError(f"the kernels take d <= {MAX_D}, got d = {d}")
+    tau = _scale(scale, d)
+    the_plan = gpu_plan(name, N, d, M=M, block=block, dtype=dtype, backend=be, **options)
+    mask = None
+    if causal:
+        from ..masks import Mask
+        mask = Mask.causal(N)
+    from dataclasses import replace
+    the_plan = replace(the_plan, mask=mask, save_lse=save_lse)
+    xp = be.xp
+    Qs, Ks, Vs = (to_storage(x, dtype, xp) for x in (Qh, Kh, Vh))
+    O = xp.full((BH, N, d), np.nan, dtype=xp.float32)
+    L = xp.full((BH, N), np.nan, dtype=xp.float32) if save_lse else xp.zeros(1, xp.float32)
+    io = xp.zeros(2, dtype=xp.uint64)
+    go = KERNELS[name].forward(be, the_plan, Qs, Ks, Vs, O, L, io, scale=tau, causal=causal,
+                               save_lse=save_lse, dtype=dtype, count_io=count_io)
+    lead = shape[:-2]
+
+    def finish():
+        counted = None
+        if count_io:
+            reads, writes = (int(v) for v in be.to_host(io))
+            counted = IOCount(reads=reads, writes=writes, peak=the_plan.footprint)
+        lse = L.reshape(*lead, N) if save_lse else None
+        return GPUResult(O.reshape(*lead, N, d), counted, the_plan, lse, BH, dtype, be.name)
+
+    def launch():
+        io.fill(0)
+        go()
+
+    return Launch(be, launch, finish)
+
+
+def run(name: str, Q, K, V, *, M: int | None = None, block=None, causal: bool = False,
+        scale: float | None = None, dtype: str = "float32", count_io: bool = False,
+        save_lse: bool = False, backend: str = "cuda", **options) -> GPUResult:
+    """Attention ``softmax(scale Q K^T) V`` by the CUDA kernels of algorithm ``name``.
+
+    Parameters
+    ----------
+    name : str
+        ``"flash"`` (FlashAttention-2 forward), ``"square_tiling"`` (Saha-Ye Algorithm 1) or
+        ``"standard"`` (``S`` and ``P`` materialised).
+    Q, K, V : array_like
+        Finite floating arrays of one shape ``(N, d)`` or ``(..., N, d)`` (batch and heads in
+        front), NumPy or CuPy; ``d <= 256``.
+    M : int, optional
+        The cache budget in shared-memory entries per block; the block sizes follow the NumPy
+        reference's rule for it (see :func:`gpu_plan`). Default: from the device.
+    block : (int, int), optional
+        ``(B_r, B_c)`` for flash, instead of the rule.
+    causal : bool
+        Causal mask (flash only): only the blocks with a visible key are visited.
+    scale : float, optional
+        The softmax scale; ``1 / sqrt(d)`` by default.
+    dtype : {"float32", "float16", "bfloat16"}
+        The precision ``Q, K, V`` are stored and multiplied in; the 16-bit ones use the tensor
+        cores with float32 accumulation (flash only).
+    count_io : bool
+        Compile the kernels with ``-DIOATTN_COUNT_IO`` and return the counted traffic in
+        ``io``.
+    save_lse : bool
+        Also write the row log-sum-exp ``L``.
+    backend : {"cuda", "emulator"}
+        ``"emulator"`` runs the same kernel sources on the CPU (small problems only).
+    **options
+        The algorithm's options (``schedule`` for square tiling).
+
+    Raises
+    ------
+    GPUUnavailableError
+        With ``backend="cuda"`` and no usable GPU; the message says what to do.
+    ValueError, TypeError
+        For bad shapes, dtypes, non-finite values, or an ``M`` the algorithm or the device's
+        shared memory cannot take.
+    """
+    launch = prepare(name, Q, K, V, M=M, block=block, causal=causal, scale=scale, dtype=dtype,
+                     count_io=count_io, save_lse=save_lse, backend=backend, **options)
+    launch()
+    return launch.result()
+
+
+def run_backward(Q, K, V, O, dO, L, *, M: int | None = None, block=None,
+                 scale: float | None = None, count_io: bool = False,
+                 backend: str = "cuda") -> GPUBackwardResult:
+    """The gradients ``(dQ, dK, dV)`` by the FlashAttention backward kernel (float32), from the
+    forward's ``O`` and ``L`` (``run("flash", ..., save_lse=True)``) and the upstream ``dO``.
+
+    ``M``, ``block``, ``scale``, ``count_io`` and ``backend`` as in :func:`run`; the count equals
+    ``ioattn.io_cost("flash", N, d, M, backward=True)`` per head.
+    """
+    be = get_backend(backend)
+    shape = tuple(Q.shape)
+    Qh = _as_heads(Q, "Q", be)
+    Kh, Vh, Oh, dOh = (_as_heads(x, n, be, shape) for x, n in ((K, "K"), (V, "V"), (O, "O"),
+                                                                 (dO, "dO")))
+    BH, N, d = Qh.shape
+    if d > MAX_D:
+        raise ValueError(f"the kernels take d <= {MAX_D}, got d = {d}")
+    xp = be.xp
+    Lh = xp.asarray(L) if be.name == "cuda" else np.asarray(L if not hasattr(L, "get")
+                                                             else L.get())
+    if tuple(Lh.shape) != shape[:-1]:
+        raise ValueError(f"L has shape {tuple(Lh.shape)}, expected {shape[:-1]}")
+    Lh = xp.ascontiguousarray(Lh.reshape(BH, N), dtype=xp.float32)
+    if bool(xp.isnan(Lh).any()) or bool(xp.isneginf(Lh).any()):
+        raise ValueError("L has NaN or -inf entries; pass the forward's row log-sum-exp")
+    tau = _scale(scale, d)
+    the_plan = gpu_plan("flash", N, d, M=M, block=block, backend=be, backward=True)
+    grads = tuple(xp.full((BH, N, d), np.nan, dtype=xp.float32) for _ in range(3))
+    io = xp.zeros(2, dtype=xp.uint64)
+    go = _backward.backward(be, the_plan, Qh, Kh, Vh, Oh, dOh, Lh, *grads, io, scale=tau,
+                            count_io=count_io)
+    go()
+    be.synchronize()
+    counted = None
+    if count_io:
+        reads, writes = (int(v) for v in be.to_host(io))
+        counted = IOCount(reads=reads, writes=writes, peak=the_plan.footprint)
+    out = tuple(g.reshape(shape) for g in grads)
+    return GPUBackwardResult(out, counted, the_plan, BH, be.name)

@@ -1,0 +1,88 @@
+"""Host code of the FlashAttention forward kernels: block sizes, launch.
+
+float32 runs ``kernels/flash.cu`` (one block per query block, shared memory = the model's
+cache); float16 and bfloat16 run the tensor-core kernel of :mod:`ioattn.gpu.flash_tc`. Both
+follow the FA2 schedule of :mod:`ioattn.algorithms.flash`, so their counted traffic is
+``ioattn.io_cost("flash", N, d, M, block=(B_r, B_c))`` per head.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..algorithms.base import ceil_div
+from ..api import plan as make_plan
+from . import flash_tc
+
+FILE = "flash.cu"
+ENTRY = 4                       # bytes per shared-memory entry (float32)
+
+
+def footprint(d: int, B_r: int, B_c: int) -> int:
+    """Shared-memory entries of a ``B_r x B_c`` block: ``2 B_r d + 3 B_r + 2 B_c d + B_r B_c``."""
+    return 2 * B_r * d + 3 * B_r + 2 * B_c * d + B_r * B_c
+
+
+def square_block(N: int, d: int, M: int, multiple: int = 1) -> tuple[int, int]:
+    """The largest ``B x B`` block (``B`` a multiple of ``multiple``) whose footprint fits in
+    ``M`` entries, capped at ``N`` rounded up to ``multiple``."""
+    B = multiple
+    if footprint(d, B, B) > M:
+        raise ValueError(f"no {B}x{B} block fits in {M} shared-memory entries at d = {d}")
+    cap = ceil_div(N, multiple) * multiple
+    while B + multiple <= cap and footprint(d, B + multiple, B + multiple) <= M:
+        B += multiple
+    return B, B
+
+
+def check_fits(the_plan, budget: int, entry: int = ENTRY) -> None:
+    """A clear error when ``the_plan`` needs more shared memory than ``budget`` bytes."""
+    need = the_plan.footprint * entry
+    if need > budget:
+        raise ValueError(
+            f"M = {the_plan.M} needs {need} bytes of shared memory per block for "
+            f"{the_plan.footprint} entries, but the device allows {budget}: use M <= "
+            f"{budget // entry}")
+
+
+def plan(N, d, *, M=None, block=None, dtype="float32", budget, **options):
+    """The FA2 plan the kernels run: ``block``, else the NumPy rule for ``M``, else the largest
+    square block that fits in half the device's shared memory (two blocks per multiprocessor).
+    The tensor-core kernel's rule is :func:`ioattn.gpu.flash_tc.plan`."""
+    if options:
+        raise ValueError(f"the flash kernels take no options {sorted(options)} (variant fa2)")
+    if dtype != "float32":
+        return flash_tc.plan(N, d, M=M, block=block, dtype=dtype, budget=budget)
+    if block is not None:
+        the_plan = make_plan("flash", N, d, M if M is not None else footprint(d, *block),
+                             block=tuple(block))
+    elif M is not None:
+        the_plan = make_plan("flash", N, d, M)
+    else:
+        M = budget // ENTRY // 2
+        the_plan = make_plan("flash", N, d, M, block=square_block(N, d, M))
+    check_fits(the_plan, budget)
+    return the_plan
+
+
+def threads(B_r: int, d: int) -> int:
+    """Threads per block: a warp per 32 entries of ``O_i``, from 1 to 8 warps."""
+    return int(min(256, max(32, 32 * ceil_div(B_r * d, 32))))
+
+
+def forward(be, plan, Q, K, V, O, L, io, *, scale, causal, save_lse, dtype, count_io):
+    """A closure launching the forward kernel once; see :mod:`ioattn.gpu.api`."""
+    if dtype != "float32":
+        return flash_tc.forward(be, plan, Q, K, V, O, L, io, scale=scale, causal=causal,
+                                save_lse=save_lse, dtype=dtype, count_io=count_io)
+    BH, N, d = Q.shape
+    kernel = be.function(FILE, "flash_fwd_f32", count_io)
+    grid = (ceil_div(N, plan.B_r), BH)
+    args = (Q, K, V, O, L, np.int32(N), np.int32(d), np.int32(plan.B_r), np.int32(plan.B_c),
+            np.float32(scale), np.int32(causal), np.int32(save_lse), io)
+    smem = plan.footprint * ENTRY
+
+    def go():
+        kernel(grid, (threads(plan.B_r, d),), args, shared_mem=smem)
+
+    return go
