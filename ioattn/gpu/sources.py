@@ -69,26 +69,32 @@ def find_nvcc() -> str | None:
     return None
 
 
-def nvcc_check(name: str, arch: str, *, count_io: bool = False, nvcc: str | None = None) -> str:
-    """Compile kernel file ``name`` to a cubin for ``arch`` (e.g. ``"sm_75"``) with nvcc.
+def nvcc_check(name: str, archs=ARCHS, *, count_io: bool = False,
+               nvcc: str | None = None) -> str:
+    """Compile kernel file ``name`` with nvcc for each architecture in ``archs`` (e.g.
+    ``("sm_75", "sm_80", "sm_90")``, or one name) into one fat binary.
 
-    Returns nvcc's messages (``-Xptxas -v``: registers and shared memory per kernel). Raises
-    ``RuntimeError`` with nvcc's output when the source does not compile or nvcc warns, and
-    ``FileNotFoundError`` when there is no nvcc.
+    Returns nvcc's messages (``-Xptxas -v``: registers, shared memory and spills per kernel and
+    architecture). Raises ``RuntimeError`` with nvcc's output when the source does not compile
+    or draws a warning, and ``FileNotFoundError`` when there is no nvcc.
     """
     nvcc = nvcc or find_nvcc()
     if nvcc is None:
         raise FileNotFoundError(
             "nvcc was not found on PATH or under CUDA_HOME: install the CUDA toolkit to compile "
             "the kernels")
+    archs = (archs,) if isinstance(archs, str) else tuple(archs)
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / name
         src.write_text(source(name))
-        cmd = [nvcc, f"-arch={arch}", "-cubin", "-std=c++17", "-Werror=all-warnings",
-               "-Xptxas", "-v", "-o", str(Path(tmp) / "out.cubin"), str(src)]
+        cmd = [nvcc, "-fatbin", "-std=c++17", "-Werror=all-warnings", "-Xptxas", "-v",
+               "-o", str(Path(tmp) / "out.fatbin"), str(src)]
+        for arch in archs:
+            cmd[1:1] = [f"-gencode=arch=compute_{arch[3:]},code={arch}"]
         if count_io:
             cmd.insert(1, "-DIOATTN_COUNT_IO")
         done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
-        raise RuntimeError(f"nvcc failed on {name} for {arch}:\n{done.stdout}{done.stderr}")
+        raise RuntimeError(f"nvcc failed on {name} for {', '.join(archs)}:\n"
+                           f"{done.stdout}{done.stderr}")
     return done.stdout + done.stderr

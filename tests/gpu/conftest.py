@@ -13,7 +13,7 @@ def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason=f"needs a CUDA GPU: {why_unavailable()} (run `make test-gpu` "
                                    "on a GPU machine)")
     for item in items:
-        if "gpu" in item.keywords:
+        if item.get_closest_marker("gpu") is not None:
             item.add_marker(skip)
 
 
