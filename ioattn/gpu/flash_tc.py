@@ -65,8 +65,8 @@ def plan(N: int, d: int, *, M: int | None = None, block=None, dtype: str = "floa
     N, d : int
         Sequence length and head dimension (``d`` a multiple of 16, at most 256).
     M : int, optional
-        Cache size in 4-byte entries: the block rule of the module docstring. Default: from
-        ``budget``, the largest square block whose footprint fits in half of it.
+        Cache size in 4-byte entries: the block rule of the module docstring. Default: ``budget // 4``
+        and the largest square block whose shared memory fits in half of ``budget``.
     block : (int, int), optional
         ``(B_r, B_c)``, multiples of 16, instead of the rule.
     dtype : {"float16", "bfloat16"}
@@ -77,8 +77,8 @@ def plan(N: int, d: int, *, M: int | None = None, block=None, dtype: str = "floa
     ------
     ValueError
         For ``d`` not a multiple of 16 or above 256, blocks not multiples of 16, unknown
-        options, an ``M`` below the least 16 x 16 block, or a plan whose footprint (4 bytes an
-        entry) exceeds ``budget``.
+        options, an ``M`` below the least 16 x 16 block, or a plan whose shared memory
+        (:func:`shared_bytes`) exceeds ``budget``.
     """
     if options:
         raise ValueError(f"flash takes no options {sorted(options)} on the tensor cores")
@@ -97,18 +97,20 @@ def plan(N: int, d: int, *, M: int | None = None, block=None, dtype: str = "floa
                              f"of {TILE}; got block = {tuple(block)}")
         M = _footprint(B_r, B_c, d) if M is None else M
     elif M is None:
-        half = budget // 2 // 4                       # entries in half the shared memory
         B = TILE                                      # (too large a 16 x 16: caught below)
-        while B + TILE <= _round_up(N) and _footprint(B + TILE, B + TILE, d) <= half:
+        while B + TILE <= _round_up(N) and shared_bytes(B + TILE, B + TILE, d) <= budget // 2:
             B += TILE
-        B_r, B_c, M = B, B, budget // 4
+        # M counts entries, 16-bit ones too: a block may hold more entries than budget // 4
+        B_r, B_c, M = B, B, max(budget // 4, _footprint(B, B, d))
     else:
         B_r, B_c = _blocks_for(N, d, M)
     the_plan = make_plan("flash", N, d, M, block=(B_r, B_c))
-    if 4 * the_plan.footprint > budget:
-        raise ValueError(f"the flash plan for N = {N}, d = {d} needs {4 * the_plan.footprint} "
-                         f"bytes of shared memory per block (B_r = {B_r}, B_c = {B_c}), but the "
-                         f"device has {budget}: use M <= {budget // 4} (entries of 4 bytes)")
+    # Q_i, K_j, V_j take 2 bytes an entry, the rest 4: the block needs at most 4 * footprint
+    need = shared_bytes(min(B_r, _round_up(N)), min(B_c, _round_up(N)), d)
+    if need > budget:
+        raise ValueError(f"the flash plan for N = {N}, d = {d} needs {need} bytes of shared "
+                         f"memory per block (B_r = {B_r}, B_c = {B_c}), but the device has "
+                         f"{budget}: use a smaller M")
     return the_plan
 
 

@@ -109,17 +109,19 @@ def test_plan_default_and_errors():
     budget = 48 * 1024
     p = host.plan(4096, 64, dtype="bfloat16", budget=budget)
     assert p.B_r == p.B_c and p.B_r % 16 == 0 and p.M == budget // 4
-    assert 4 * host._footprint(p.B_r, p.B_r, 64) <= budget // 2
-    assert 4 * host._footprint(p.B_r + 16, p.B_r + 16, 64) > budget // 2
+    assert host.shared_bytes(p.B_r, p.B_r, 64) <= budget // 2
+    assert host.shared_bytes(p.B_r + 16, p.B_r + 16, 64) > budget // 2
     assert host.plan(20, 16, dtype="float16", budget=budget).B_r == 32       # capped at N
     with pytest.raises(ValueError, match="multiples of 16"):
         host.plan(100, 64, block=(24, 16), dtype="float16", budget=budget)
     with pytest.raises(ValueError, match="multiple of 16"):
         host.plan(100, 40, dtype="float16", budget=budget)
-    with pytest.raises(ValueError, match="M <= "):
+    with pytest.raises(ValueError, match="bytes of shared memory"):
         host.plan(100, 256, block=(64, 64), dtype="float16", budget=budget)
-    with pytest.raises(ValueError, match="M <= "):
-        host.plan(100, 64, M=20000, dtype="float16", budget=budget)
+    with pytest.raises(ValueError, match="bytes of shared memory"):
+        host.plan(200, 64, M=30000, dtype="float16", budget=budget)
+    # d = 256 on a 64 KiB device (a T4): 16-bit Q_i, K_j, V_j leave room for a 16 x 16 block
+    assert host.plan(1000, 256, dtype="float16", budget=64 * 1024).B_r == 16
     assert host.plan(100, 64, block=(32, 48), dtype="float16", budget=budget).B_c == 48
 
 
