@@ -1,0 +1,102 @@
+"""Host code of square-tiling attention (Saha and Ye, Algorithm 1 of [SY]_) on the GPU.
+
+``kernels/square_tiling.cu`` runs the two tiled products of
+:mod:`ioattn.algorithms.square_tiling`, both schedules, with the plan's tiles: one thread block
+per row block ``I`` of each product (its column tiles ``J`` in order, the row statistics ``m_I``,
+``l_I`` in shared memory), and shared memory equal to the model's cache. Phase 1 writes
+``S = tau Q K^T`` and the row maxima ``m`` to global scratch; phase 2 computes
+``O = exp(S - m) V / l``. The counted traffic is ``ioattn.io_cost("square_tiling", N, d, M,
+schedule=...)`` per head (``+ N`` writes with ``save_lse``).
+
+References
+----------
+.. [SY] B. Saha, C. Ye, "The I/O complexity of attention, or how optimal is FlashAttention?",
+   ICML 2024, arXiv:2402.07443, Algorithm 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..algorithms.base import ceil_div
+from ..api import plan as make_plan
+
+FILE = "square_tiling.cu"
+ENTRY = 4                       # bytes per shared-memory entry (float32)
+THREADS = 256                   # threads per block: 8 warps, looping over the tile's entries
+
+
+def check_fits(name: str, the_plan, budget: int, **options) -> None:
+    """A clear ``ValueError`` when ``the_plan`` of algorithm ``name`` needs more than ``budget``
+    bytes of shared memory per block, naming the largest ``M`` that fits."""
+    need = ENTRY * the_plan.footprint
+    if need <= budget:
+        return
+    N, d = the_plan.N, the_plan.d
+
+    def fits(M):
+        return ENTRY * make_plan(name, N, d, M, **options).footprint <= budget
+
+    lo, hi = budget // ENTRY, the_plan.M      # the footprint never exceeds M: lo fits
+    while hi - lo > 1:                        # the largest M that fits (footprint grows with M)
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    raise ValueError(
+        f"{name} with M = {the_plan.M} needs {need} bytes of shared memory per block "
+        f"({the_plan.footprint} entries), but the device allows {budget}: use M <= {lo}")
+
+
+def plan(N, d, *, M=None, block=None, dtype="float32", budget, schedule="blocked", **options):
+    """The square-tiling plan the kernels run: :func:`ioattn.plan` for ``M`` (default: the
+    device's shared memory per block, ``budget // 4`` entries), with ``schedule`` ``"blocked"``
+    or ``"outer"``.
+
+    Raises
+    ------
+    ValueError
+        For ``block`` or a dtype other than float32 (not supported), or a plan whose footprint
+        does not fit in ``budget`` bytes (the message names the largest ``M`` that fits).
+    """
+    if block is not None:
+        raise ValueError("square_tiling takes no block=; its tiles follow from M and schedule")
+    if dtype != "float32":
+        raise ValueError(f"square_tiling runs in float32 only, got dtype {dtype!r}")
+    if M is None:
+        M = budget // ENTRY
+    the_plan = make_plan("square_tiling", N, d, M, schedule=schedule, **options)
+    check_fits("square_tiling", the_plan, budget, schedule=schedule, **options)
+    return the_plan
+
+
+def forward(be, plan, Q, K, V, O, L, io, *, scale, causal, save_lse, dtype, count_io):
+    """A closure launching the two phases of square tiling once; see :mod:`ioattn.gpu.api`.
+
+    Allocates the scratch ``S`` (``BH x N x N``) and ``m`` (``BH x N``) once. Phase 1
+    (``square_tiling_scores``) and phase 2 (``square_tiling_output``) each run one block of
+    :data:`THREADS` threads per row block of their product.
+    """
+    if causal or plan.mask is not None:
+        raise ValueError("the square_tiling kernels are dense only (no mask, causal=False)")
+    if dtype != "float32":
+        raise ValueError(f"square_tiling runs in float32 only, got dtype {dtype!r}")
+    xp = be.xp
+    BH, N, d = Q.shape
+    S = xp.empty((BH, N, N), dtype=xp.float32)
+    m = xp.empty((BH, N), dtype=xp.float32)
+    p1, p2 = plan.phase1, plan.phase2
+    scores = be.function(FILE, "square_tiling_scores", count_io)
+    output = be.function(FILE, "square_tiling_output", count_io)
+    i32 = np.int32
+    # shared memory: each phase's tile, strips and row statistics (m_i; m_i and l_i)
+    smem1 = ENTRY * (p1.footprint + min(p1.b_r, N))
+    smem2 = ENTRY * (p2.footprint + 2 * min(p2.b_r, N))
+    args1 = (Q, K, S, m, i32(N), i32(d), i32(p1.b_r), i32(p1.b_c), i32(p1.L),
+             np.float32(scale), io)
+    args2 = (S, V, m, O, L, i32(N), i32(d), i32(p2.b_r), i32(p2.b_c), i32(p2.L),
+             i32(bool(save_lse)), io)
+
+    def go():
+        scores((ceil_div(N, p1.b_r), BH), (THREADS,), args1, shared_mem=smem1)
+        output((ceil_div(N, p2.b_r), BH), (THREADS,), args2, shared_mem=smem2)
+
+    return go
