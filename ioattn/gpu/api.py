@@ -8,13 +8,13 @@ is checked against :func:`ioattn.io_cost` for the same schedule.
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
 
 from ..algorithms.base import Plan
-from ..api import plan as make_plan
+from ..masks import Mask
 from ..memory import IOCount
 from . import backward as _backward
 from . import flash as _flash
@@ -178,7 +178,6 @@ def prepare(name: str, Q, K, V, *, M: int | None = None, block=None, causal: boo
         raise ValueError(f"no GPU kernels for {name!r}; there are {', '.join(sorted(KERNELS))}")
     if causal and name != "flash":
         raise ValueError(f"causal=True is implemented for flash only, not {name}")
-    shape = tuple(np.shape(Q))
     Qh = _as_heads(Q, "Q", be)
     shape = tuple(Q.shape)
     Kh, Vh = _as_heads(K, "K", be, shape), _as_heads(V, "V", be, shape)
@@ -187,12 +186,7 @@ def prepare(name: str, Q, K, V, *, M: int | None = None, block=None, causal: boo
         raise ValueError(f"the kernels take d <= {MAX_D}, got d = {d}")
     tau = _scale(scale, d)
     the_plan = gpu_plan(name, N, d, M=M, block=block, dtype=dtype, backend=be, **options)
-    mask = None
-    if causal:
-        from ..masks import Mask
-        mask = Mask.causal(N)
-    from dataclasses import replace
-    the_plan = replace(the_plan, mask=mask, save_lse=save_lse)
+    the_plan = replace(the_plan, mask=Mask.causal(N) if causal else None, save_lse=save_lse)
     xp = be.xp
     Qs, Ks, Vs = (to_storage(x, dtype, xp) for x in (Qh, Kh, Vh))
     O = xp.full((BH, N, d), np.nan, dtype=xp.float32)

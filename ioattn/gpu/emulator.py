@@ -31,7 +31,6 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -40,9 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .sources import KERNELS
-
-_KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+(?:__launch_bounds__\([^)]*\)\s+)?void\s+(\w+)\s*\(')
+from .sources import KERNELS, kernels_in
 
 #: Shared memory a block may use without opting in, and at most (bytes), as on an H100/H200.
 DEFAULT_DYNAMIC_LIMIT = 48 * 1024
@@ -69,7 +66,7 @@ def _cache_dir() -> Path:
 
 @lru_cache(maxsize=None)
 def _build(code: str, options: tuple[str, ...]) -> ctypes.CDLL:
-    names = _KERNEL.findall(code)
+    names = kernels_in(code)
     if not names:
         raise EmulatorError('no extern "C" __global__ kernel in the source')
     defines = [o for o in options if o.startswith(("-D", "-U"))]

@@ -65,8 +65,9 @@ def plan(N: int, d: int, *, M: int | None = None, block=None, dtype: str = "floa
     N, d : int
         Sequence length and head dimension (``d`` a multiple of 16, at most 256).
     M : int, optional
-        Cache size in 4-byte entries: the block rule of the module docstring. Default: ``budget // 4``
-        and the largest square block whose shared memory fits in half of ``budget``.
+        Cache size in entries: the block rule of the module docstring. Default: ``budget // 4``
+        (or the block's footprint, if larger) and the largest square block whose shared memory
+        fits in half of ``budget``.
     block : (int, int), optional
         ``(B_r, B_c)``, multiples of 16, instead of the rule.
     dtype : {"float16", "bfloat16"}

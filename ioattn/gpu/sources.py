@@ -17,9 +17,9 @@ from functools import lru_cache
 from pathlib import Path
 
 KERNELS = Path(__file__).with_name("kernels")
-HEADER = "ioattn.cuh"
 _INCLUDE = re.compile(r'^#include "(\w+\.cuh)"\s*$', re.M)
-_KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+(?:__launch_bounds__\([^)]*\)\s+)?void\s+(\w+)\s*\(')
+_KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+'
+                     r'(?:__launch_bounds__\([^)]*\)\s+)?void\s+(\w+)\s*\(')
 
 #: Architectures CI compiles every kernel for: Turing (T4, Colab), Ampere, Hopper.
 ARCHS = ("sm_75", "sm_80", "sm_90")
@@ -49,9 +49,14 @@ def source(name: str) -> str:
     return _INCLUDE.sub(paste, path.read_text())
 
 
+def kernels_in(code: str) -> list[str]:
+    """The names of the ``extern "C" __global__`` kernels defined in the source text ``code``."""
+    return _KERNEL.findall(code)
+
+
 def kernel_names(name: str) -> list[str]:
     """The ``extern "C" __global__`` kernels defined in source file ``name``."""
-    return _KERNEL.findall(source(name))
+    return kernels_in(source(name))
 
 
 def find_nvcc() -> str | None:
