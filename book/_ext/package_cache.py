@@ -23,7 +23,7 @@ def package_hash() -> str:
     """SHA-256 over the paths and contents of the installed ``ioattn`` package's sources."""
     root = Path(ioattn.__file__).resolve().parent
     digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in {".py", ".cu"}):
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in {".py", ".cu", ".cuh", ".h"}):
         digest.update(path.relative_to(root).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
