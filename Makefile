@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # Playwright drives the system's chromium; it must never download a browser of its own.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
-.PHONY: test book notebooks chromium bench clean
+.PHONY: test book notebooks chromium bench test-gpu bench-gpu clean
 
 $(STAMP): pyproject.toml requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,30 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/simulator.py
 	$(BIN)/python benchmarks/explorer.py
 	$(BIN)/python benchmarks/pebble.py
+
+# On a machine with an NVIDIA GPU: the @pytest.mark.gpu tests and the GPU benchmark
+# (benchmarks/gpu.py; BENCH_ARGS=--quick for a small run). By default they use .venv with the gpu
+# extra (CuPy) added. Where there is no venv or no package registry, use a Python that already
+# has numpy, pytest, hypothesis and CuPy: `make test-gpu PYTHON_BIN=python3`.
+PYTHON_BIN ?=
+BENCH_ARGS ?=
+ifeq ($(strip $(PYTHON_BIN)),)
+GPU_DEPS := $(VENV)/.gpu-installed
+GPU_RUN  := $(BIN)/python
+else
+GPU_DEPS :=
+GPU_RUN  := PYTHONPATH="$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}" $(PYTHON_BIN)
+endif
+
+$(VENV)/.gpu-installed: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[gpu]'
+	touch $@
+
+test-gpu: $(GPU_DEPS)
+	$(GPU_RUN) -m pytest -m gpu tests/gpu -rs
+
+bench-gpu: $(GPU_DEPS)
+	$(GPU_RUN) benchmarks/gpu.py $(BENCH_ARGS)
 
 clean:
 	rm -rf _build $(VENV)
