@@ -32,6 +32,7 @@ import numpy as np
 from ..algorithms.base import ceil_div
 from ..api import min_M as least_M
 from ..api import plan as make_plan
+from .plans import check_fits, square_block
 
 __all__ = ["FILE", "THREADS", "plan", "backward", "square_block"]
 
@@ -48,18 +49,6 @@ MAX_HEADS = 65535
 def _footprint(d: int, B_r: int, B_c: int) -> int:
     """Shared-memory entries of one block: ``4 B_c d + 3 B_r d + 2 B_r + 2 B_r B_c``."""
     return 4 * B_c * d + 3 * B_r * d + 2 * B_r + 2 * B_r * B_c
-
-
-def square_block(d: int, budget: int) -> int:
-    """The largest ``B`` with ``4 * footprint(B_r = B_c = B) <= budget`` bytes (0 if none)."""
-    entries = budget // 4
-    # 2 B^2 + (7d + 2) B <= entries: the positive root, then corrected for rounding.
-    b = int((-(7 * d + 2) + np.sqrt((7 * d + 2) ** 2 + 8 * entries)) / 4)
-    while b > 0 and _footprint(d, b, b) > entries:
-        b -= 1
-    while _footprint(d, b + 1, b + 1) <= entries:
-        b += 1
-    return b
 
 
 def plan(N: int, d: int, *, M: int | None = None, block=None, dtype: str = "float32",
@@ -96,39 +85,17 @@ def plan(N: int, d: int, *, M: int | None = None, block=None, dtype: str = "floa
     entries = budget // 4
     if M is None:
         if block is None:
-            b = square_block(d, budget)
+            b = square_block(lambda B: _footprint(d, B, B) <= entries, N)
             if b < 1:
                 need = 4 * least_M("flash", d, backward=True)
                 raise ValueError(f"the flash backward needs {need} bytes of shared memory at "
                                  f"d = {d}; the device offers {budget}")
-            block = (min(b, N), min(b, N))
+            block = (b, b)
         M = max(entries, least_M("flash", d, backward=True, block=block))
     the_plan = make_plan("flash", N, d, M, backward=True,
                          **({} if block is None else {"block": block}))
-    if 4 * the_plan.footprint > budget:
-        if block is not None:
-            raise ValueError(
-                f"block {tuple(block)} needs {the_plan.footprint} entries "
-                f"({4 * the_plan.footprint} bytes) of shared memory at N = {N}, d = {d}; the "
-                f"device offers {budget} bytes ({entries} entries) per block")
-        raise ValueError(
-            f"M = {M} gives blocks B_r = {the_plan.B_r}, B_c = {the_plan.B_c} holding "
-            f"{the_plan.footprint} entries ({4 * the_plan.footprint} bytes), more than the "
-            f"device's {budget} bytes of shared memory per block; the largest M that fits is "
-            f"{_largest_M(N, d, M, entries)}")
+    check_fits("flash", the_plan, budget, backward=True, block=block)
     return the_plan
-
-
-def _largest_M(N, d, M, entries):
-    """The largest ``M' <= M`` whose rule's footprint fits in ``entries`` (it grows with M)."""
-    lo, hi = entries, M          # the rule's footprint never exceeds its M: lo fits
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if make_plan("flash", N, d, mid, backward=True).footprint <= entries:
-            lo = mid
-        else:
-            hi = mid
-    return lo
 
 
 def backward(be, plan, Q, K, V, O, dO, L, dQ, dK, dV, io, *, scale: float,

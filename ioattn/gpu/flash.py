@@ -13,36 +13,14 @@ import numpy as np
 from ..algorithms.base import ceil_div
 from ..api import plan as make_plan
 from . import flash_tc
+from .plans import ENTRY, check_fits, square_block
 
 FILE = "flash.cu"
-ENTRY = 4                       # bytes per shared-memory entry (float32)
 
 
 def footprint(d: int, B_r: int, B_c: int) -> int:
     """Shared-memory entries of a ``B_r x B_c`` block: ``2 B_r d + 3 B_r + 2 B_c d + B_r B_c``."""
     return 2 * B_r * d + 3 * B_r + 2 * B_c * d + B_r * B_c
-
-
-def square_block(N: int, d: int, M: int, multiple: int = 1) -> tuple[int, int]:
-    """The largest ``B x B`` block (``B`` a multiple of ``multiple``) whose footprint fits in
-    ``M`` entries, capped at ``N`` rounded up to ``multiple``."""
-    B = multiple
-    if footprint(d, B, B) > M:
-        raise ValueError(f"no {B}x{B} block fits in {M} shared-memory entries at d = {d}")
-    cap = ceil_div(N, multiple) * multiple
-    while B + multiple <= cap and footprint(d, B + multiple, B + multiple) <= M:
-        B += multiple
-    return B, B
-
-
-def check_fits(the_plan, budget: int, entry: int = ENTRY) -> None:
-    """A clear error when ``the_plan`` needs more shared memory than ``budget`` bytes."""
-    need = the_plan.footprint * entry
-    if need > budget:
-        raise ValueError(
-            f"M = {the_plan.M} needs {need} bytes of shared memory per block for "
-            f"{the_plan.footprint} entries, but the device allows {budget}: use M <= "
-            f"{budget // entry}")
 
 
 def plan(N, d, *, M=None, block=None, dtype="float32", budget, **options):
@@ -60,8 +38,12 @@ def plan(N, d, *, M=None, block=None, dtype="float32", budget, **options):
         the_plan = make_plan("flash", N, d, M)
     else:
         M = budget // ENTRY // 2
-        the_plan = make_plan("flash", N, d, M, block=square_block(N, d, M))
-    check_fits(the_plan, budget)
+        B = square_block(lambda b: footprint(d, b, b) <= M, N)
+        if B < 1:
+            raise ValueError(f"no flash block fits in the device's {budget} bytes of shared "
+                             f"memory at d = {d}")
+        the_plan = make_plan("flash", N, d, M, block=(B, B))
+    check_fits("flash", the_plan, budget, block=block)
     return the_plan
 
 

@@ -20,30 +20,10 @@ import numpy as np
 
 from ..algorithms.base import ceil_div
 from ..api import plan as make_plan
+from .plans import ENTRY, check_fits
 
 FILE = "square_tiling.cu"
-ENTRY = 4                       # bytes per shared-memory entry (float32)
 THREADS = 256                   # threads per block: 8 warps, looping over the tile's entries
-
-
-def check_fits(name: str, the_plan, budget: int, **options) -> None:
-    """A clear ``ValueError`` when ``the_plan`` of algorithm ``name`` needs more than ``budget``
-    bytes of shared memory per block, naming the largest ``M`` that fits."""
-    need = ENTRY * the_plan.footprint
-    if need <= budget:
-        return
-    N, d = the_plan.N, the_plan.d
-
-    def fits(M):
-        return ENTRY * make_plan(name, N, d, M, **options).footprint <= budget
-
-    lo, hi = budget // ENTRY, the_plan.M      # the footprint never exceeds M: lo fits
-    while hi - lo > 1:                        # the largest M that fits (footprint grows with M)
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    raise ValueError(
-        f"{name} with M = {the_plan.M} needs {need} bytes of shared memory per block "
-        f"({the_plan.footprint} entries), but the device allows {budget}: use M <= {lo}")
 
 
 def plan(N, d, *, M=None, block=None, dtype="float32", budget, schedule="blocked", **options):

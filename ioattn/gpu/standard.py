@@ -20,7 +20,8 @@ import numpy as np
 
 from ..algorithms.base import ceil_div
 from ..api import plan as make_plan
-from .square_tiling import ENTRY, THREADS, check_fits
+from .plans import ENTRY, check_fits
+from .square_tiling import THREADS
 
 FILE = "standard.cu"
 

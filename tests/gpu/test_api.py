@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+import ioattn
 import ioattn.gpu as gpu
 
 
@@ -73,5 +74,9 @@ def test_M_too_small_names_the_least_M(qkv):
 
 def test_M_beyond_the_shared_memory(rng):
     Q = rng.standard_normal((2000, 64))
-    with pytest.raises(ValueError, match="bytes of shared memory per block.*use M <= 58112"):
+    with pytest.raises(ValueError, match="bytes of shared memory per block.*use M <= ") as err:
         run("flash", Q, Q, Q, M=10**6)
+    largest = int(str(err.value).rsplit("M <= ", 1)[1])
+    budget = gpu.backend.get_backend("emulator").shared_memory_per_block
+    assert 4 * ioattn.plan("flash", 2000, 64, largest).footprint <= budget
+    assert 4 * ioattn.plan("flash", 2000, 64, largest + 1).footprint > budget

@@ -77,8 +77,8 @@ def test_plan_rules():
     assert host.plan(100, 16, M=2000, budget=EMULATED) == ioattn.plan("flash", 100, 16, 2000,
                                                                      backward=True)
     # No M: the largest square block whose footprint fits in the budget, clipped at N.
-    b = host.square_block(64, EMULATED)
     p = host.plan(1000, 64, budget=EMULATED)
+    b = p.B_r
     assert (p.B_r, p.B_c) == (b, b) and 4 * p.footprint <= EMULATED
     assert 4 * host._footprint(64, b + 1, b + 1) > EMULATED
     assert host.plan(10, 64, budget=EMULATED).B_c == 10
@@ -87,8 +87,12 @@ def test_plan_rules():
 
 
 def test_plan_errors():
-    with pytest.raises(ValueError, match="largest M that fits is"):
+    with pytest.raises(ValueError, match="use M <= ") as err:
         host.plan(4096, 64, M=10 ** 6, budget=EMULATED)
+    largest = int(str(err.value).rsplit("M <= ", 1)[1])
+    fits = ioattn.plan("flash", 4096, 64, largest, backward=True).footprint
+    beyond = ioattn.plan("flash", 4096, 64, largest + 1, backward=True).footprint
+    assert 4 * fits <= EMULATED < 4 * beyond
     with pytest.raises(ValueError, match="block"):
         host.plan(4096, 64, block=(256, 256), budget=EMULATED)
     with pytest.raises(ValueError, match="float32"):

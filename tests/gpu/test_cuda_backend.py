@@ -110,7 +110,7 @@ def test_nvcc_when_nvrtc_fails(with_fake_cupy, rng, monkeypatch):
 def test_a_plan_beyond_the_device(with_fake_cupy, rng):
     with_fake_cupy(shared=48 * 1024)
     Q = rng.standard_normal((500, 64))
-    with pytest.raises(ValueError, match="use M <= 12288"):
+    with pytest.raises(ValueError, match="but the device allows 49152: use M <= 12487"):
         gpu.run("flash", Q, Q, Q, M=40000)
 
 

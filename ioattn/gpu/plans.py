@@ -1,0 +1,51 @@
+"""What the host code of every kernel shares about plans: does a plan fit in the device's shared
+memory, the largest ``M`` that does, and the square block a default plan takes."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..algorithms.base import ceil_div
+from ..api import plan as make_plan
+
+#: Bytes per shared-memory entry of the float32 kernels.
+ENTRY = 4
+
+
+def largest_M(name: str, N: int, d: int, M: int, budget: int, *, backward: bool = False,
+              **options) -> int:
+    """The largest ``M' <= M`` whose plan (the NumPy rule of ``name``) fits in ``budget`` bytes:
+    the rule's footprint grows with ``M`` and never exceeds it, so ``budget // 4`` fits."""
+    def fits(m):
+        return ENTRY * make_plan(name, N, d, m, backward=backward, **options).footprint <= budget
+
+    lo, hi = budget // ENTRY, M
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def check_fits(name: str, the_plan, budget: int, *, backward: bool = False,
+               block=None, **options) -> None:
+    """A clear ``ValueError`` when ``the_plan`` needs more than ``budget`` bytes of shared memory
+    per block; for a plan from the rule, it names the largest ``M`` that fits."""
+    need = ENTRY * the_plan.footprint
+    if need <= budget:
+        return
+    what = f"block {tuple(block)}" if block is not None else f"M = {the_plan.M}"
+    hint = "" if block is not None else \
+        f": use M <= {largest_M(name, the_plan.N, the_plan.d, the_plan.M, budget, backward=backward, **options)}"  # noqa: E501
+    raise ValueError(
+        f"{name}{' backward' if backward else ''} with {what} needs {need} bytes of shared memory "
+        f"per block ({the_plan.footprint} entries), but the device allows {budget}{hint}")
+
+
+def square_block(fits: Callable[[int], bool], N: int, multiple: int = 1) -> int:
+    """The largest ``B`` (a multiple of ``multiple``, at most ``N`` rounded up to one) for which
+    ``fits(B)`` holds, or 0 when none does; ``fits`` must be monotone."""
+    cap = ceil_div(N, multiple) * multiple
+    B = 0
+    while B + multiple <= cap and fits(B + multiple):
+        B += multiple
+    return B
