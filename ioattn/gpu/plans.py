@@ -41,6 +41,19 @@ def check_fits(name: str, the_plan, budget: int, *, backward: bool = False,
         f"per block ({the_plan.footprint} entries), but the device allows {budget}{hint}")
 
 
+def rule_plan(name: str, N: int, d: int, *, M, block, dtype, budget, **options):
+    """The plan of a float32 kernel whose tiles follow from ``M`` alone (square tiling,
+    standard attention): :func:`ioattn.plan` for ``M``, by default the device's ``budget // 4``
+    entries; ``ValueError`` for ``block``, another dtype, or a plan beyond ``budget``."""
+    if block is not None:
+        raise ValueError(f"{name} takes no block=; its tiles follow from M")
+    if dtype != "float32":
+        raise ValueError(f"{name} runs in float32 only, got dtype {dtype!r}")
+    the_plan = make_plan(name, N, d, budget // ENTRY if M is None else M, **options)
+    check_fits(name, the_plan, budget, **options)
+    return the_plan
+
+
 def square_block(fits: Callable[[int], bool], N: int, multiple: int = 1) -> int:
     """The largest ``B`` (a multiple of ``multiple``, at most ``N`` rounded up to one) for which
     ``fits(B)`` holds, or 0 when none does; ``fits`` must be monotone."""

@@ -19,8 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..algorithms.base import ceil_div
-from ..api import plan as make_plan
-from .plans import ENTRY, check_fits
+from .plans import ENTRY, rule_plan
 
 FILE = "square_tiling.cu"
 THREADS = 256                   # threads per block: 8 warps, looping over the tile's entries
@@ -37,15 +36,8 @@ def plan(N, d, *, M=None, block=None, dtype="float32", budget, schedule="blocked
         For ``block`` or a dtype other than float32 (not supported), or a plan whose footprint
         does not fit in ``budget`` bytes (the message names the largest ``M`` that fits).
     """
-    if block is not None:
-        raise ValueError("square_tiling takes no block=; its tiles follow from M and schedule")
-    if dtype != "float32":
-        raise ValueError(f"square_tiling runs in float32 only, got dtype {dtype!r}")
-    if M is None:
-        M = budget // ENTRY
-    the_plan = make_plan("square_tiling", N, d, M, schedule=schedule, **options)
-    check_fits("square_tiling", the_plan, budget, schedule=schedule, **options)
-    return the_plan
+    return rule_plan("square_tiling", N, d, M=M, block=block, dtype=dtype, budget=budget,
+                     schedule=schedule, **options)
 
 
 def forward(be, plan, Q, K, V, O, L, io, *, scale, causal, save_lse, dtype, count_io):

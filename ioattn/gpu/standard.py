@@ -19,8 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..algorithms.base import ceil_div
-from ..api import plan as make_plan
-from .plans import ENTRY, check_fits
+from .plans import ENTRY, rule_plan
 from .square_tiling import THREADS
 
 FILE = "standard.cu"
@@ -36,15 +35,7 @@ def plan(N, d, *, M=None, block=None, dtype="float32", budget, **options):
         For ``block`` or a dtype other than float32 (not supported), or a plan whose footprint
         does not fit in ``budget`` bytes (the message names the largest ``M`` that fits).
     """
-    if block is not None:
-        raise ValueError("standard takes no block=; its tiles follow from M")
-    if dtype != "float32":
-        raise ValueError(f"standard runs in float32 only, got dtype {dtype!r}")
-    if M is None:
-        M = budget // ENTRY
-    the_plan = make_plan("standard", N, d, M, **options)
-    check_fits("standard", the_plan, budget, **options)
-    return the_plan
+    return rule_plan("standard", N, d, M=M, block=block, dtype=dtype, budget=budget, **options)
 
 
 def _product(be, count_io, A, B, C, mp, BH, transpose_B, alpha, io):

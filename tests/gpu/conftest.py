@@ -4,7 +4,9 @@ the rest run the same kernel sources on the CPU emulator, or compile them with n
 import numpy as np
 import pytest
 
-from ioattn.gpu import available, why_unavailable
+import ioattn
+from ioattn.gpu import available, run, why_unavailable
+from ioattn.gpu.backend import EMULATED_SHARED_MEMORY as EMULATED
 
 
 def pytest_collection_modifyitems(config, items):
@@ -45,3 +47,28 @@ def rng(request):
     """Fresh random data for every test (seeded by its name, so a failure reproduces)."""
     import zlib
     return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
+
+
+def check_dense(rng, name, shape, *, M=None, save_lse=False, scale=None, backend="emulator",
+                tol=1e-5, **options):
+    """Run the float32 kernels of ``name`` on fresh data and check the output (fully written,
+    within ``tol`` of float64), ``L``, the plan's shared memory and the counted traffic
+    (``heads * io_cost`` for the plan). Returns the result."""
+    Q, K, V = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))
+    r = run(name, Q, K, V, M=M, save_lse=save_lse, scale=scale, count_io=True,
+            backend=backend, **options)
+    O, L = reference(Q, K, V, scale)
+    out = np.asarray(r.output.get() if hasattr(r.output, "get") else r.output)
+    assert out.shape == shape and out.dtype == np.float32
+    assert np.isfinite(out).all(), "O not fully written"
+    assert rel_error(out, O) <= tol
+    if save_lse:
+        lse = np.asarray(r.lse.get() if hasattr(r.lse, "get") else r.lse)
+        assert rel_error(lse, L) <= tol
+    N, d = shape[-2:]
+    p, heads = r.plan, int(np.prod(shape[:-2]))
+    assert 4 * p.footprint <= (EMULATED if backend == "emulator" else 1 << 40)
+    cost = ioattn.io_cost(name, N, d, p.M, save_lse=save_lse, **options)
+    assert (r.io.reads, r.io.writes) == (heads * cost.reads, heads * cost.writes)
+    assert r.io.peak == p.footprint
+    return r

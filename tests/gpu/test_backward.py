@@ -8,11 +8,10 @@ import pytest
 import ioattn
 from ioattn.gpu import backward as host
 from ioattn.gpu import run_backward
+from ioattn.gpu.backend import EMULATED_SHARED_MEMORY as EMULATED
 
 from ..conftest import reference_backward
 from .conftest import reference, rel_error
-
-EMULATED = 227 * 1024          # bytes of shared memory per block the emulator offers
 
 
 def problem(rng, BH, N, d, scale=None):

@@ -10,11 +10,10 @@ import ioattn
 from ioattn.gpu import flash_tc as host
 from ioattn.gpu import run
 from ioattn.gpu.api import to_storage
+from ioattn.gpu.backend import EMULATED_SHARED_MEMORY as EMULATED
 from ioattn.masks import Mask
 
 from .conftest import reference, rel_error
-
-EMULATED = 227 * 1024          # bytes of shared memory per block the emulator offers
 
 
 def rounded(x, dtype):
