@@ -26,6 +26,7 @@ from .api import (
     run,
     run_backward,
     saved_for_backward,
+    totals,
 )
 from .memory import CacheOverflowError, IOCount, SlowArray, Transfer, TwoLevelMemory
 
@@ -45,4 +46,5 @@ __all__ = [
     "BackwardResult", "CacheOverflowError", "IOCount", "RunResult", "SlowArray", "Transfer",
     "TwoLevelMemory", "algorithms", "bounds", "io_cost", "masks", "matmul_cost", "min_M", "plan",
     "plan_matmul", "run", "run_backward", "run_matmul", "saved_for_backward",
+    "totals",
 ]

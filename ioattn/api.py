@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass, replace
 
 import numpy as np
 
@@ -13,7 +13,7 @@ from .masks import Mask
 from .memory import IOCount, Transfer, TwoLevelMemory
 
 __all__ = ["BackwardResult", "RunResult", "algorithms", "io_cost", "min_M", "plan", "run",
-           "run_backward", "saved_for_backward"]
+           "run_backward", "saved_for_backward", "totals"]
 
 
 @dataclass(frozen=True)
@@ -117,6 +117,121 @@ def io_cost(name: str, N: int, d: int, M: int, *, backward: bool = False,
     options.pop("scale", None)
     algo = get(name, backward)
     return algo.cost(algo.plan(as_count(N, "N"), as_count(d, "d"), as_count(M, "M"), **options))
+
+
+# Costs of many M at once stay in int64 while N^2 max(N, d) does; beyond, one M at a time.
+_INT64_SAFE = 2 ** 58
+_CHUNK = 1 << 16
+
+
+def totals(name: str, N: int, d: int, Ms, *, backward: bool = False, **options) -> np.ndarray:
+    """Exact total I/O (reads + writes) of algorithm ``name`` at every cache size in ``Ms``.
+
+    Equal, entry by entry, to ``io_cost(name, N, d, M, backward=backward, **options).total``
+    for each ``M`` in ``Ms`` (the tests prove it over whole ranges of ``M``), and fast enough to
+    cost every integer ``M`` of a range: the algorithm's block-size rule and its dense closed form
+    are written once and applied to the whole array of ``M`` at once. With a ``mask`` the closed
+    form is a sum over the mask's blocks, evaluated once for each distinct set of block sizes.
+
+    Parameters
+    ----------
+    name : str
+        A name from :func:`algorithms`.
+    N, d : int
+        Sequence length and head dimension.
+    Ms : array_like of int
+        Cache sizes, each at least :func:`min_M` of the algorithm.
+    backward : bool
+        Cost the backward pass instead.
+    **options
+        As for :func:`io_cost` (the algorithm's options, ``mask``, ``save_lse``, ``scale``).
+
+    Returns
+    -------
+    numpy.ndarray
+        One exact integer per entry of ``Ms`` (``int64``; Python ints in an object array when
+        the counts could exceed 64 bits).
+
+    >>> import ioattn
+    >>> t = ioattn.totals("flash", 1024, 64, [4096, 8192, 16384])
+    >>> [int(x) for x in t] == [ioattn.io_cost("flash", 1024, 64, M).total
+    ...                         for M in (4096, 8192, 16384)]
+    True
+    """
+    options.pop("scale", None)
+    N, d = as_count(N, "N"), as_count(d, "d")
+    algo = get(name, backward)
+    Ms = np.asarray(Ms)
+    if Ms.ndim != 1 or (Ms.size and not np.issubdtype(Ms.dtype, np.integer)):
+        raise TypeError(f"Ms must be a 1-D array of integers, got shape {Ms.shape} and dtype "
+                        f"{Ms.dtype}")
+    if Ms.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    # the plan at the largest M checks the options, the mask and save_lse once
+    first = algo.plan(N, d, as_count(int(Ms.max()), "M"), **options)
+    least = int(Ms.min())
+    if least < algo.min_M(d, **algo.check_options(_own_options(options))):
+        algo.plan(N, d, as_count(least, "M"), **options)      # raises, naming the least M
+    if N * N * max(N, d) >= _INT64_SAFE:
+        return np.array([algo.cost(algo.plan(N, d, int(M), **options)).total for M in Ms],
+                        dtype=object)
+    out = np.empty(Ms.shape, dtype=np.int64)
+    opts = algo.check_options(_own_options(options))
+    known: dict = {}
+    for start in range(0, Ms.size, _CHUNK):
+        chunk = Ms[start:start + _CHUNK].astype(np.int64)
+        p = algo.make_plan(N, d, chunk, **opts)
+        if first.mask is None:
+            out[start:start + chunk.size] = algo.cost(replace(p, save_lse=first.save_lse)).total
+            continue
+        # a masked cost is a sum over blocks: once per distinct plan (M itself plays no part)
+        keys = np.stack([np.broadcast_to(v, chunk.shape) for v in _plan_leaves(p)])
+        unique, index, inverse = np.unique(keys, axis=1, return_index=True, return_inverse=True)
+        values = np.empty(unique.shape[1], dtype=np.int64)
+        for u in range(unique.shape[1]):
+            key = tuple(unique[:, u].tolist())
+            if key not in known:
+                one = replace(_plan_at(p, int(index[u])), mask=first.mask,
+                              save_lse=first.save_lse)
+                known[key] = algo.cost(one).total
+            values[u] = known[key]
+        out[start:start + chunk.size] = values[inverse.ravel()]
+    return out
+
+
+def _own_options(options: dict) -> dict:
+    """The algorithm's own options, without ``mask`` and ``save_lse``."""
+    return {k: v for k, v in options.items() if k not in ("mask", "save_lse")}
+
+
+def _plan_leaves(plan) -> list:
+    """The integer fields of a plan and of the plans inside it, ``M`` left out, in a fixed
+    order: what a cost depends on."""
+    leaves = []
+    for f in fields(plan):
+        value = getattr(plan, f.name)
+        if is_dataclass(value):
+            leaves += _plan_leaves(value)
+        elif f.name != "M" and isinstance(value, (int, np.integer, np.ndarray)) \
+                and not isinstance(value, bool):
+            leaves.append(value)
+    return leaves
+
+
+def _plan_at(plan, i: int):
+    """The plan for one ``M`` out of a plan computed for an array of them."""
+    changes = {}
+    for f in fields(plan):
+        if not f.init:
+            continue
+        value = getattr(plan, f.name)
+        if is_dataclass(value):
+            changes[f.name] = _plan_at(value, i)
+        elif isinstance(value, np.ndarray):
+            changes[f.name] = int(value[i])
+        elif isinstance(value, np.integer):
+            changes[f.name] = int(value)
+    return replace(plan, **changes)
 
 
 def run(name: str, Q, K, V, M: int, *, scale: float | None = None, mask=None,

@@ -1,37 +1,64 @@
 """Lower and upper bounds on the I/O of attention, with explicit constants, and the crossover.
 
-Every function takes ``(N, d, M)`` (entries of cache) and returns an exact ``int``: a lower bound
-``L`` means every algorithm of the stated class moves at least ``L`` entries (a real bound ``x``
-is rounded up, which stays valid because I/O is an integer); an upper bound ``U`` means that
-algorithm moves at most ``U`` (a real bound is rounded down). No float is involved, so a test can
-compare them with the exact counts without tolerance. ``backward=True`` gives the same bound for
-the backward pass (its inputs ``Q, K, V, dO, O, L``, its outputs ``dQ, dK, dV``; see
-"Backward pass" below); the ``sparse_*`` functions give them for attention that computes only
-``Z`` entries of ``Q K^T`` (see "Sparse attention").
+Every function takes ``(N, d, M)`` and returns an exact ``int``: a lower bound ``L`` means every
+computation of the stated class moves at least ``L`` entries (a real bound ``x`` is rounded up,
+which stays valid because I/O is an integer); an upper bound ``U`` means that algorithm moves at
+most ``U`` (a real bound is rounded down). No float is involved, so a test can compare them with
+the exact counts without tolerance. ``backward=True`` gives the same bound for the backward pass
+(its inputs ``Q, K, V, dO, O, L``, its outputs ``dQ, dK, dV``; see "Backward pass" below); the
+``sparse_*`` functions give them for attention that computes only ``Z`` entries of ``Q K^T``
+(see "Sparse attention"). Theorem numbers of [SY]_ are those of arXiv:2402.07443v1.
+
+Games and programs
+------------------
+The partition, reduction and sparse bounds (and the backward ones) bound ``Q(G, M)``, the least
+I/O of a red-blue pebble game on a graph ``G`` of the stated class with ``M`` red pebbles
+[HK]_. A *program* with a cache of ``M`` entries, each step computing one value from at most two
+values in the cache (a multiply-add counted as a product then a sum), is a game with at most
+``M + EXTRA_PEBBLES`` red pebbles on its own computation graph: the new value needs a pebble
+before the entry it overwrites is freed, and a multiply-add's product one more (the book's
+pebble-game chapter proves it; :func:`ioattn.pebble.play_schedule` replays every algorithm of
+ioattn as such a game). So a game bound holds for programs at ``M + 2``: that is what
+``program=True`` evaluates (:func:`lower_bound`, :func:`sparse_lower`), and what the CLI, the
+explorer and the book's figures draw next to the algorithms' counted I/O. The trivial bounds
+hold for both unchanged. Every true lower bound is non-increasing in ``M`` (more pebbles, or a
+larger cache, never hurt), but the formulas below are not: :func:`partition_lower` is a
+sawtooth, growing with ``M`` wherever its number of parts stays the same (at ``N = 4096,
+d = 64`` its value at ``M + 2`` exceeds its value at ``M`` for most ``M`` up to ``32 d^2``). A
+curve drawn over ``M`` uses :func:`envelope`, the running maximum from the right.
 
 Lower bounds
 ------------
-- :func:`trivial_lower`: every entry of ``Q, K, V`` is read and every entry of ``O`` written.
+- :func:`trivial_lower`: every entry of ``Q, K, V`` is read and every entry of ``O`` written
+  (for every computation that forms every score; at ``N = 1`` no ``Q K^T`` product is needed at
+  all, the lone weight being 1).
 - :func:`partition_lower` (standard matrix multiplication, any ``M``, strongest for ``M >= d^2``):
-  Hong-Kung's lemma [HK]_ turns a pebbling with I/O ``q`` into a ``2M``-partition with
+  Hong-Kung's lemma [HK]_ turns a game with I/O ``q`` into a ``2M``-partition with
   ``ceil(q / M)`` parts, so ``q >= M (P(2M) - 1)``. A part holds at most ``(2d - 1)(4M + M^2/d^2)``
-  of the ``N^2 (2d - 1)`` products and partial sums of ``Q K^T`` (the argument of [SY]_ Lemma 3.3
-  with its constants written out), hence ``q >= M (ceil(N^2 d^2 / (4 M d^2 + M^2)) - 1)``.
-- :func:`reduction_lower` (standard matrix multiplication, strongest for ``M < d^2``): an attention
-  algorithm that also writes each entry of ``Q K^T`` when it is computed (``N^2`` more writes)
-  multiplies ``Q K^T``; a segment of ``M`` I/Os of a matrix product performs at most ``M^{3/2}``
-  of its ``N^2 d`` products (Loomis-Whitney), hence ``q >= M (ceil(N^2 d / M^{3/2}) - 1) - N^2``.
-  This is [SY]_ Theorem 3.7 with explicit constants, for computations of ``Q K^T`` with the
-  standard sums of products (recomputation allowed: the reduction writes each entry of ``Q K^T``
-  when it is first computed); [SLLG]_ sharpen the matrix-product constant from 1 to 2.
+  of the ``N^2 (2d - 1)`` products and partial sums of ``Q K^T`` (the argument of [SY]_ Lemma 3.3,
+  sharpened by AM-GM, and counted for the ``2M``-partition that Hong-Kung's lemma gives where
+  [SY]_ write ``M``), hence ``q >= M (ceil(N^2 d^2 / (4 M d^2 + M^2)) - 1)``.
+- :func:`reduction_lower` (standard matrix multiplication, strongest for ``M < d^2``): a game
+  that also writes each entry of ``Q K^T`` when it is first computed (``N^2`` more writes) is a
+  complete game for ``Q K^T``; a segment of ``M`` I/Os of a matrix product performs at most
+  ``M^{3/2}`` of its ``N^2 d`` products (Loomis-Whitney), hence
+  ``q >= M (ceil(N^2 d / M^{3/2}) - 1) - N^2``. This is [SY]_ Theorem 3.7 with explicit
+  constants, for graphs in which every score is a standard sum of products (recomputation
+  allowed) whose factors are input entries or one-parent chains from them, such as
+  ``Q_il -> tau Q_il``: a product charges its pair ``(i, l)`` to the vertex of that chain that is
+  red at the segment's start or read in it, and the chains are disjoint, so the count of the
+  segment argument is unchanged (the book's small-cache chapter). FlashAttention, which folds
+  ``tau`` into ``Q_i`` (and, backward, into ``K_j``), is of this class, as are all of ioattn's
+  algorithms. [SLLG]_ sharpen the matrix-product constant from 1 to 2.
 - :func:`matmul_lower`: the same Loomis-Whitney segment argument for one standard matrix product.
 - :func:`any_matmul_lower` (any matrix-multiplication algorithm, fast ones included, over a
-  field ``F_q`` with ``q > N``): [SY]_ Theorem 4.8. Splitting the run into epochs of ``M`` I/Os,
-  an epoch computes at most ``B = 8 max(M^2/d^2, M)`` entries of ``Q K^T`` by their
-  matrix-compression lemma (a message of ``min(d sqrt(B/2), B/4)`` field elements is needed and
-  the cache offers ``2M``), hence ``q >= M (ceil(N^2 / B) - 1)``. The lemma's constants are
-  [SY]_'s; the epoch count is ours. (What the book proves of it, and for which programs, is in
-  :func:`any_matmul_lower`.)
+  field ``F_q`` with ``q > N``, computing ``Q K^T`` explicitly): [SY]_ Theorem 4.8. Splitting the
+  run into epochs of ``M`` I/Os ([SY]_ Lemma 4.1, which is Theorem 3 of [PSi]_), an epoch computes
+  at most ``B = 8 max(M^2/d^2, M)`` entries of ``Q K^T`` by their matrix-compression lemma (a
+  message of ``min(d sqrt(B/2), B/4)`` field elements is needed and the cache offers ``2M``),
+  hence ``q >= M (ceil(N^2 / B) - 1)``. The lemma's constants are [SY]_'s; the exact division
+  into epochs of ``M`` and the resulting constant are the book's. (What the book proves of it,
+  and for which programs, is in :func:`any_matmul_lower`.)
 
 The derivation of each constant is written out in the book's chapters on lower bounds (the
 M-partition chapter for :func:`partition_lower`, the small-cache chapter for
@@ -49,27 +76,28 @@ log-sum-exp ``L`` (``N``), and produces ``dQ, dK, dV`` (``N x d`` each), through
 *Standard matrix multiplication* means here that the computation graph contains, for every pair
 ``(i, j)``, the standard sum-of-products tree of ``S_ij = sum_l Q_il K_jl`` (to rebuild ``P``)
 **and** that of ``dP_ij = sum_l dO_il V_jl``: ``d`` product vertices whose parents are the two
-input entries, ``d - 1`` additions in any binary tree, and no use of a product or partial sum
-outside its tree (the root may be used by anything). Every backward pass of ioattn is of this
-kind. The two families of trees are disjoint and have disjoint input rows (``Q, K`` and ``dO,
-V``), which is all the arguments below need; both forward arguments therefore count ``2 N^2``
-trees instead of ``N^2``:
+input entries or one-parent chains from them (such as ``tau K_jl``), ``d - 1`` additions in any
+binary tree, and no use of a product or partial sum outside its tree (the root may be used by
+anything). Every backward pass of ioattn is of this kind. The two families of trees are disjoint
+and have disjoint input rows (``Q, K`` and ``dO, V``), which is all the arguments below need;
+both forward arguments therefore count ``2 N^2`` trees instead of ``N^2``:
 
 - :func:`partition_lower` with ``backward=True`` is ``M (ceil(2 N^2 d^2 / (4 M d^2 + M^2)) - 1)``.
   Hong-Kung's lemma is unchanged. In [SY]_ Lemma 3.3, trees that meet a part ``U`` with dominator
   set ``D`` and minimum set ``X`` are of kind (a) (a vertex in ``D``), (b) (a vertex in ``X``) or
   (c); kinds (a) and (b) number at most ``|D| + |X|`` over both families. A tree of kind (c) has
-  its root in ``U`` and all ``2d`` input entries of its two rows in ``D``. If the kind-(c) trees
+  its root in ``U`` and, for each of its ``2d`` input entries, that entry or a vertex of its
+  one-parent chain in ``D`` (distinct vertices for distinct entries). If the kind-(c) trees
   of ``Q K^T`` use ``a`` rows of ``Q`` and ``K`` together and those of ``dO V^T`` use ``b`` rows
-  of ``dO`` and ``V``, then ``d (a + b) <= |D|`` (distinct input vertices), and there are at most
+  of ``dO`` and ``V``, then ``d (a + b) <= |D|``, and there are at most
   ``a^2/4 + b^2/4 <= (a + b)^2 / 4 <= |D|^2 / (4 d^2)`` of them. So a part of a ``2M``-partition
   still holds at most ``(2d - 1)(4M + M^2/d^2)`` level-1 vertices, now out of ``2 N^2 (2d - 1)``.
 - :func:`reduction_lower` with ``backward=True`` is ``M (ceil(2 N^2 d / M^{3/2}) - 1) - 2 N^2``.
-  Delete every move outside the trees of ``S`` and ``dP`` (with their input parents: the
-  subgraph contains the parents of its vertices) and write each ``S_ij`` and each ``dP_ij`` after
-  its first compute (``2 N^2`` writes): a complete game on the disjoint union of the graphs of
-  the products ``Q K^T`` and ``dO V^T``, ``2 N^2 d`` multiplications. In the segment argument of
-  :func:`matmul_lower`, the charges of the two products go to distinct vertices, so their
+  Delete every move outside the trees of ``S`` and ``dP`` (with their input parents and chains:
+  the subgraph contains the parents of its vertices) and write each ``S_ij`` and each ``dP_ij``
+  after its first compute (``2 N^2`` writes): a complete game on the disjoint union of the graphs
+  of the products ``Q K^T`` and ``dO V^T``, ``2 N^2 d`` multiplications. In the segment argument
+  of :func:`matmul_lower`, the charges of the two products go to distinct vertices, so their
   projection sizes ``x_1, x_2`` satisfy ``x_1 + x_2 <= 3M``; each product performs at most
   ``(x_f / 3)^{3/2}`` multiplications in the segment (Loomis-Whitney and AM-GM), and
   ``t -> t^{3/2}`` is superadditive, so a segment performs at most ``M^{3/2}`` of them in all.
@@ -84,21 +112,19 @@ trees instead of ``N^2``:
 
 (The forward functions, ``backward=False``, also bound the backward pass of any graph that
 computes ``Q K^T`` alone with standard sums of products, since they use only that subgraph; the
-``backward=True`` forms need the ``dO V^T`` trees too.) ioattn's FlashAttention backward folds
-``tau`` into ``K_j`` before the product, as its forward folds it into ``Q_i``: a one-parent
-vertex ``tau K_jl`` between the input and the products. The partition argument covers that (the
-book's exercise on scaling ``Q`` first: the dominator set then holds ``K_jl`` or ``tau K_jl``,
-distinct vertices); the reduction argument is proved in the book for unscaled operands, as for
-the forward. ``dO V^T`` is unscaled in every backward pass here. [LLSS]_ state the backward's I/O
+``backward=True`` forms need the ``dO V^T`` trees too.) [LLSS]_ state the backward's I/O
 complexity as ``Theta(min{(N^2 d^2 + N d^3)/M, (N^2 d + N d^2)/sqrt(M)})`` for standard matrix
-multiplication (:func:`order` with ``backward=True``); that is their statement, about their
-formulation, and the constants here are ours.
+multiplication: their Theorem 1.1 (arXiv v1), known here only from secondary sources (it is not
+in their abstract); :func:`order` with ``backward=True`` adds the trivial ``N d``. The constants
+here are the book's.
 
 Sparse attention
 ----------------
 When only a set ``Z`` of pairs ``(i, j)`` of ``Q K^T`` is computed (a mask; ``Z`` also stands for
 its size), the graph holds ``Z`` trees of ``S`` (and ``Z`` of ``dP`` in the backward pass) and
-the same arguments apply with ``N^2`` replaced by the number of trees:
+the same arguments apply with ``N^2`` replaced by the number of trees. The output is, by
+convention, the whole ``N x d`` matrix ``O`` (``dQ, dK, dV`` backward): every entry is written,
+a row with nothing to attend to as zeros, as every algorithm of ioattn does.
 
 - :func:`sparse_partition_lower` ``= M (ceil(t d^2 / (4 M d^2 + M^2)) - 1)``, ``t = Z`` (``2Z``
   backward). [SY]_ Lemma 3.3 (with the two-family count above, backward) needs no change: it
@@ -107,18 +133,20 @@ the same arguments apply with ``N^2`` replaced by the number of trees:
 - :func:`sparse_reduction_lower` ``= M (ceil(t d / M^{3/2}) - 1) - t``: the segment argument
   holds for any set of multiplication triples (Loomis-Whitney bounds every finite set), ``t d``
   of them, and the reduction writes ``t`` scores.
-- :func:`sparse_trivial_lower`: with ``I`` the rows and ``J`` the columns that hold a pair of
-  ``Z``, ``|I| |J| >= Z`` and ``|I|, |J| <= N``, so ``|I| + |J| >= ceil(2 sqrt(Z))`` and
-  ``|I|, |J| >= ceil(Z / N)``. Forward, the rows ``I`` of ``Q`` and ``O`` and the rows ``J`` of
-  ``K`` and ``V`` are read or written: ``2d (|I| + |J|) >= 2d ceil(2 sqrt(Z))``. Backward,
-  ``(4d + 1) |I| + 4d |J|`` (``Q, dO, O, L, dQ`` on ``I``; ``K, V, dK, dV`` on ``J``).
+- :func:`sparse_trivial_lower`: the output's writes, and the reads of the input rows the
+  computed scores use. With ``I`` the rows and ``J`` the columns that hold a pair of ``Z``,
+  ``|I| |J| >= Z`` and ``|I|, |J| <= N``, so ``|I| + |J| >= ceil(2 sqrt(Z))`` and
+  ``|I|, |J| >= ceil(Z / N)``. Forward: ``N d`` writes of ``O``, rows ``I`` of ``Q`` and rows
+  ``J`` of ``K`` and ``V`` read: ``N d + d |I| + 2d |J|``. Backward: ``3 N d`` writes of ``dQ,
+  dK, dV``, rows ``I`` of ``Q, dO, O`` and ``L`` and rows ``J`` of ``K, V`` read:
+  ``3 N d + (3d + 1) |I| + 2d |J|``.
 
 At ``Z = N^2`` each equals its dense counterpart exactly. For a block mask,
 :func:`block_sparse_Z` counts ``Z``; when the block sides divide ``N``, ``Z = s N^2`` with ``s``
-the fraction of nonzero blocks (:func:`block_density`), so the bounds are about ``s N^2 d^2 /
-(5M)`` for ``M >= d^2`` (block-sparse FlashAttention moves ``Theta(N d + s N^2 d^2 / M)``
-[FA]_ Proposition 4) and ``s N^2 d / sqrt(M)`` for ``M`` well below ``d^2``. These sparse bounds are
-ours (derived here); [LLSS]_ state sparse lower bounds in another form, not used here.
+the fraction of nonzero blocks (:func:`block_density`), so the bounds are about
+``N d + s N^2 d^2 / (5M)`` for ``M >= d^2`` (block-sparse FlashAttention moves
+``Theta(N d + s N^2 d^2 / M)`` [FA]_ Proposition 4) and ``N d + s N^2 d / sqrt(M)`` for ``M``
+well below ``d^2``. These sparse bounds are the book's (derived here, not taken from [LLSS]_).
 
 Upper bounds
 ------------
@@ -134,11 +162,24 @@ square tiling's and standard attention's backward the reads of their five produc
 ceilings plus their other transfers (about ``20 N^2 d / sqrt(M)`` for blocked square tiling,
 ``10 N^2 d / sqrt(M)`` for the outer schedule and for standard attention, plus ``O(N^2)``).
 
+The crossover
+-------------
+:func:`cheapest` names the algorithm with the least exact I/O at one ``M``; :func:`crossovers`
+lists **every** integer ``M`` in a range where that changes. Costs are step functions of ``M``
+and the winner can change back (at ``N = 4096, d = 64``, outer schedule, FlashAttention is
+cheapest from ``M = 3032``, square tiling again on ``[3078, 3163]``), so the whole range is
+scanned: each algorithm's plan is computed for every ``M`` at once from its block-size rule on
+arrays (:func:`ioattn.api.totals`), which is the rule :func:`ioattn.plan` applies to one ``M``.
+
 References
 ----------
 .. [HK] J.-W. Hong, H. T. Kung, "I/O complexity: the red-blue pebble game", STOC 1981.
-.. [SY] B. Saha, C. Ye, "The I/O complexity of attention, or how optimal is FlashAttention?",
-   ICML 2024, arXiv:2402.07443 (Theorems 3.1, 3.7, 4.8; Lemma 3.3).
+.. [SY] B. Saha, C. Ye, "I/O complexity of attention, or how optimal is FlashAttention?",
+   ICML 2024, PMLR 235:43024-43042; arXiv:2402.07443v1 ("The I/O complexity of attention, or
+   how optimal is Flash Attention?"), whose numbering is used (Theorems 3.1, 3.7, 4.8;
+   Lemmas 3.3, 4.1).
+.. [PSi] R. Pagh, F. Silvestri, "The input/output complexity of triangle enumeration", PODS 2014
+   (Theorem 3: the epochs of ``M`` I/Os).
 .. [SLLG] T. M. Smith et al., "A tight I/O lower bound for matrix multiplication",
    arXiv:1702.02017.
 .. [LLSS] X. Li, Y. Liang, Z. Shi, Z. Song et al., "On fine-grained I/O complexity of attention
@@ -152,17 +193,24 @@ from fractions import Fraction
 from math import floor, isqrt
 from typing import NamedTuple
 
+import numpy as np
+
 from ._validate import as_count
 from .algorithms import get
 from .algorithms.base import BACKWARD, REGISTRY, ceil_div
-from .api import io_cost, plan
+from .api import io_cost, plan, totals
 
 __all__ = [
-    "Crossover", "any_matmul_lower", "block_density", "block_sparse_Z", "cheapest", "crossovers",
-    "lower_bound", "matmul_lower", "order", "partition_lower", "reduction_lower", "regime",
+    "EXTRA_PEBBLES", "Crossover", "any_matmul_lower", "block_density", "block_sparse_Z", "cheapest", "crossovers",
+    "envelope", "lower_bound", "lower_curve", "matmul_lower", "order", "partition_lower", "reduction_lower", "regime",
     "sparse_lower", "sparse_partition_lower", "sparse_reduction_lower", "sparse_trivial_lower",
     "trivial_lower", "upper_bound",
 ]
+
+
+#: Red pebbles a program with an ``M``-entry cache may need beyond ``M`` when played as a game:
+#: one for a new value before the entry it overwrites is freed, one for a multiply-add's product.
+EXTRA_PEBBLES = 2
 
 
 def _sizes(N, d, M=None):
@@ -214,7 +262,8 @@ def _rows(a: int, b: int, N: int, Z: int) -> int:
 
 # ------------------------------------------------------------------------ dense lower bounds
 def trivial_lower(N: int, d: int, *, backward: bool = False, given_D: bool = False) -> int:
-    """Every input entry is read and every output entry written.
+    """Every input entry is read and every output entry written (for every computation that
+    forms every score, game or program).
 
     Forward, ``4 N d``: ``Q, K, V`` read, ``O`` written. With ``backward=True``, ``8 N d + N``:
     ``Q, K, V, dO, O`` (``5 N d``) and ``L`` (``N``) read, ``dQ, dK, dV`` (``3 N d``) written;
@@ -237,6 +286,9 @@ def partition_lower(N: int, d: int, M: int, *, backward: bool = False) -> int:
     ``t = N^2`` trees (forward) or ``t = 2 N^2`` (``backward=True``: the trees of ``Q K^T`` and
     of ``dO V^T``).
 
+    It bounds ``Q(G, M)``, games with ``M`` red pebbles; for a program with an ``M``-entry
+    cache, evaluate it at ``M + EXTRA_PEBBLES`` (:func:`lower_bound` with ``program=True``).
+
     See the module docstring; [HK]_ and [SY]_ Lemma 3.3 with explicit constants. About
     ``N^2 d^2 / (5M)`` for ``M >= d^2`` (``2 N^2 d^2 / (5M)`` backward).
     """
@@ -248,7 +300,10 @@ def reduction_lower(N: int, d: int, M: int, *, backward: bool = False) -> int:
     """The small-cache bound by reduction to matmul: ``M (ceil(t d / M^{3/2}) - 1) - t`` with
     ``t = N^2`` (forward) or ``t = 2 N^2`` (``backward=True``: ``Q K^T`` and ``dO V^T``).
 
-    See the module docstring; [SY]_ Theorem 3.7 with explicit constants. About
+    It bounds ``Q(G, M)``, games with ``M`` red pebbles on graphs whose scores are standard sums
+    of products of input entries or of one-parent chains from them (FlashAttention's ``tau Q_il``
+    included); for a program, evaluate it at ``M + EXTRA_PEBBLES``. See the module docstring;
+    [SY]_ Theorem 3.7 with explicit constants. About
     ``N^2 d / sqrt(M)`` for ``M`` well below ``d^2`` (``2 N^2 d / sqrt(M)`` backward); zero
     (vacuous) near and above ``d^2``.
     """
@@ -260,13 +315,15 @@ def any_matmul_lower(N: int, d: int, M: int) -> int:
     """``M (ceil(N^2 d^2 / (8 max(M^2, M d^2))) - 1)``: [SY]_ Theorem 4.8, any matrix product.
 
     About ``min(N^2 d^2 / (8M), N^2 / 8)``. [SY]_ state it over a finite field with more than
-    ``N`` elements for every algorithm, fast matrix multiplication included. The book proves it
-    for oblivious programs (whose transfers do not depend on the data: Strassen's algorithm and
-    every algorithm of this package) over a field with at least ``N`` elements, and for adaptive
-    programs over larger fields; for adaptive programs over smaller fields it relies on [SY]_.
-    It bounds every program that computes (announces) each entry of ``Q K^T``, whatever else it
-    computes, so it holds for the backward pass as well when the backward forms every score in
-    its cache, as ioattn's do.
+    ``N`` elements for every algorithm that computes ``Q K^T`` explicitly, fast matrix
+    multiplication included. It bounds programs with an ``M``-entry cache directly (the epochs
+    count cache entries, not pebbles). The book proves it for oblivious programs (whose
+    transfers do not depend on the data: Strassen's algorithm and every algorithm of this
+    package) over a field with at least ``N`` elements, and, when ``N >= d``, for self-contained
+    programs (each step decided by the cache's contents alone) over larger fields; for other
+    adaptive programs it relies on [SY]_. It bounds every program that computes (announces) each
+    entry of ``Q K^T``, whatever else it computes, so it holds for the backward pass as well when
+    the backward forms every score in its cache, as ioattn's do.
     """
     N, d, M = _sizes(N, d, M)
     epochs = ceil_div(N * N * d * d, 8 * max(M * M, M * d * d))
@@ -291,52 +348,111 @@ def _check_matmul(matmul):
 
 
 def lower_bound(N: int, d: int, M: int, matmul: str = "standard", *,
-                backward: bool = False) -> int:
-    """The strongest lower bound here for the class of algorithms named by ``matmul``.
+                backward: bool = False, program: bool = False) -> int:
+    """The strongest lower bound here for the class of computations named by ``matmul``.
 
-    ``matmul="standard"``: algorithms that compute ``Q K^T`` with the standard sums of products
-    (all of ioattn's), the largest of :func:`trivial_lower`, :func:`partition_lower` and
-    :func:`reduction_lower`; ``matmul="any"``: every algorithm (over a large finite field), the
-    larger of :func:`trivial_lower` and :func:`any_matmul_lower`. With ``backward=True``, the
-    same for the backward pass (standard: ``Q K^T`` and ``dO V^T`` both with standard sums of
-    products; any: a backward that forms every score; see the module docstring).
+    ``matmul="standard"``: computations of ``Q K^T`` with the standard sums of products (all of
+    ioattn's algorithms), the largest of :func:`trivial_lower`, :func:`partition_lower` and
+    :func:`reduction_lower`; ``matmul="any"``: every program that computes ``Q K^T`` explicitly
+    (over a finite field with more than ``N`` elements), the larger of :func:`trivial_lower` and
+    :func:`any_matmul_lower`. With ``backward=True``, the same for the backward pass (standard:
+    ``Q K^T`` and ``dO V^T`` both with standard sums of products; any: a backward that forms
+    every score; see the module docstring).
+
+    By default the standard bound is one on ``Q(G, M)``, games with ``M`` red pebbles; with
+    ``program=True`` it bounds programs with a cache of ``M`` entries, each step computing one
+    value from at most two (the game bounds at ``M + EXTRA_PEBBLES``): this is the bound to
+    compare with an algorithm's counted I/O. :func:`any_matmul_lower` bounds programs directly.
+
+    >>> lower_bound(4096, 64, 4096, program=True) <= lower_bound(4096, 64, 4096)
+    True
     """
     _check_matmul(matmul)
     backward = _flag(backward, "backward")
     trivial = trivial_lower(N, d, backward=backward)
-    if matmul == "standard":
-        return max(trivial, partition_lower(N, d, M, backward=backward),
-                   reduction_lower(N, d, M, backward=backward))
-    return max(trivial, any_matmul_lower(N, d, M))
+    if matmul == "any":
+        return max(trivial, any_matmul_lower(N, d, M))
+    pebbles = _sizes(N, d, M)[2] + (EXTRA_PEBBLES if _flag(program, "program") else 0)
+    return max(trivial, partition_lower(N, d, pebbles, backward=backward),
+               reduction_lower(N, d, pebbles, backward=backward))
+
+
+def lower_curve(N: int, d: int, Ms, matmul: str = "standard", *, backward: bool = False,
+                Z: int | None = None) -> list[int]:
+    """The lower bound to draw beside algorithms' counted I/O at the cache sizes ``Ms``: the
+    program bound (:func:`lower_bound` with ``program=True``; :func:`sparse_lower` with
+    ``program=True`` when ``Z`` computed scores are given) made monotone by :func:`envelope`
+    over ``Ms`` (in any order; each value is the largest bound at any ``M' >= M`` of ``Ms``).
+
+    >>> lower_curve(4096, 64, [8192, 4096]) == envelope(
+    ...     [lower_bound(4096, 64, M, program=True) for M in (4096, 8192)])[::-1]
+    True
+    """
+    Ms = [as_count(M, "M") for M in Ms]
+    order = sorted(range(len(Ms)), key=Ms.__getitem__)
+    if Z is None:
+        values = [lower_bound(N, d, Ms[k], matmul, backward=backward, program=True)
+                  for k in order]
+    else:
+        if matmul != "standard":
+            raise ValueError("the sparse bounds are for standard matrix multiplication")
+        values = [sparse_lower(N, d, Ms[k], Z, backward=backward, program=True) for k in order]
+    out = [0] * len(Ms)
+    for k, v in zip(order, envelope(values)):
+        out[k] = v
+    return out
+
+
+def envelope(values) -> list[int]:
+    """The running maximum from the right: ``out[k] = max(values[k:])``.
+
+    ``values`` are lower bounds at increasing ``M_0 < M_1 < ...``. The least I/O is
+    non-increasing in ``M`` (a game with more pebbles, or a program with a larger cache, can do
+    whatever a smaller one does), so a bound valid at ``M_j`` is valid at every ``M_k <= M_j``:
+    the envelope is valid at each ``M_k`` too, non-increasing, and at least ``values``. The
+    formulas here are not monotone in ``M`` (each ``ceil`` makes a sawtooth); a curve of a lower
+    bound over ``M`` is drawn as its envelope.
+
+    >>> envelope([5, 7, 3, 4, 1])
+    [7, 7, 4, 4, 1]
+    """
+    out, best = [], None
+    for v in reversed(list(values)):
+        best = v if best is None or v > best else best
+        out.append(best)
+    return out[::-1]
 
 
 # ------------------------------------------------------------------------ sparse lower bounds
 def sparse_trivial_lower(N: int, d: int, Z: int, *, backward: bool = False,
                          given_D: bool = False) -> int:
-    """Every input row that a computed entry uses is read, every output row it feeds written.
+    """Every output entry is written, and every input row that a computed score uses is read.
 
+    The output is the whole ``N x d`` matrix ``O`` (``dQ, dK, dV`` backward), every entry
+    written, a row with nothing to attend to as zeros (the convention of the module docstring).
     Let ``I`` be the rows and ``J`` the columns of ``Q K^T`` that hold one of the ``Z`` computed
     entries. Then ``Z <= |I| |J|`` and ``|I|, |J| <= N``, so ``|I| + |J| >= ceil(2 sqrt(Z))`` and
-    ``|I|, |J| >= ceil(Z / N)``. Forward, rows ``I`` of ``Q`` and ``O`` and rows ``J`` of ``K``
-    and ``V``: ``2d (|I| + |J|) >= 2d ceil(2 sqrt(Z))``. Backward, rows ``I`` of ``Q, dO, O``
-    (read), ``L`` (read) and ``dQ`` (written), rows ``J`` of ``K, V`` (read) and ``dK, dV``
-    (written): ``(4d + 1)|I| + 4d |J| >= 4d ceil(2 sqrt(Z)) + ceil(Z / N)``; with ``given_D``
-    the rows ``I`` of ``O`` are replaced by those of ``D``: ``(3d + 2)|I| + 4d|J|``, bounded the
-    same way (``a|I| + b|J| >= min(a, b)(|I| + |J|) + |a - b| ceil(Z / N)``). At ``Z = N^2``
-    this is :func:`trivial_lower`.
+    ``|I|, |J| >= ceil(Z / N)``, and ``a|I| + b|J| >= min(a, b) ceil(2 sqrt(Z)) + |a - b|
+    ceil(Z / N)``. Forward: ``O`` written (``N d``), rows ``I`` of ``Q`` and rows ``J`` of ``K``
+    and ``V`` read: ``N d + d|I| + 2d|J|``. Backward: ``dQ, dK, dV`` written (``3 N d``), rows
+    ``I`` of ``Q, dO, O`` and ``L`` and rows ``J`` of ``K, V`` read:
+    ``3 N d + (3d + 1)|I| + 2d|J|``; with ``given_D`` the rows ``I`` of ``O`` are replaced by
+    those of ``D``: ``3 N d + (2d + 2)|I| + 2d|J|``. At ``Z = N^2`` this is :func:`trivial_lower`.
 
     >>> sparse_trivial_lower(8, 2, 64), trivial_lower(8, 2)
     (64, 64)
-    >>> sparse_trivial_lower(8, 2, 8 * 9 // 2)    # causal mask: 2d ceil(2 sqrt(36)) = 48
-    48
+    >>> sparse_trivial_lower(8, 2, 8 * 9 // 2)    # causal: 16 + 2 ceil(2 sqrt(36)) + 2 ceil(36/8)
+    50
+    >>> sparse_trivial_lower(8, 2, 1)             # one score: O written, one row of Q, K, V read
+    22
     """
     N, d = _sizes(N, d)
     Z = _Z(N, Z)
     if _flag(given_D, "given_D") and not _flag(backward, "backward"):
         raise ValueError("given_D concerns the backward pass: pass backward=True")
     if not backward:
-        return _rows(2 * d, 2 * d, N, Z)
-    return _rows(3 * d + 2 if given_D else 4 * d + 1, 4 * d, N, Z)
+        return N * d + _rows(d, 2 * d, N, Z)
+    return 3 * N * d + _rows(2 * d + 2 if given_D else 3 * d + 1, 2 * d, N, Z)
 
 
 def sparse_partition_lower(N: int, d: int, M: int, Z: int, *, backward: bool = False) -> int:
@@ -380,14 +496,19 @@ def sparse_reduction_lower(N: int, d: int, M: int, Z: int, *, backward: bool = F
     return _reduction((2 if _flag(backward, "backward") else 1) * Z, d, M)
 
 
-def sparse_lower(N: int, d: int, M: int, Z: int, *, backward: bool = False) -> int:
+def sparse_lower(N: int, d: int, M: int, Z: int, *, backward: bool = False,
+                 program: bool = False) -> int:
     """The strongest lower bound here for attention (standard matmul) that computes only ``Z``
     entries of ``Q K^T``: the largest of :func:`sparse_trivial_lower`,
     :func:`sparse_partition_lower` and :func:`sparse_reduction_lower`. At ``Z = N^2`` it is
-    :func:`lower_bound` (``matmul="standard"``)."""
+    :func:`lower_bound` (``matmul="standard"``).
+
+    A bound on games with ``M`` red pebbles; with ``program=True``, on programs with an
+    ``M``-entry cache (the game bounds at ``M + EXTRA_PEBBLES``, see :func:`lower_bound`)."""
+    pebbles = _sizes(N, d, M)[2] + (EXTRA_PEBBLES if _flag(program, "program") else 0)
     return max(sparse_trivial_lower(N, d, Z, backward=backward),
-               sparse_partition_lower(N, d, M, Z, backward=backward),
-               sparse_reduction_lower(N, d, M, Z, backward=backward))
+               sparse_partition_lower(N, d, pebbles, Z, backward=backward),
+               sparse_reduction_lower(N, d, pebbles, Z, backward=backward))
 
 
 def _block_mask(block_mask):
@@ -419,7 +540,7 @@ def block_sparse_Z(N: int, block_mask, block) -> int:
         The sum of the sizes of the computed blocks. When ``b_r`` and ``b_c`` divide ``N`` it is
         ``block_density(block_mask) * N^2``.
 
-    >>> block_sparse_Z(6, [[1, 0], [1, 1]], (4, 4))     # blocks of 16, 8, 8 (clipped) entries
+    >>> block_sparse_Z(6, [[1, 0], [1, 1]], (4, 4))     # blocks of 16, 8, 4 (clipped) entries
     28
     """
     N = as_count(N, "N")
@@ -520,21 +641,28 @@ def _upper_backward(name, p) -> int:
 
 # ------------------------------------------------------------------------ orders and regimes
 def order(N: int, d: int, M: int, *, backward: bool = False) -> float:
-    """The Theta-order with no constant: ``min(N^2 d^2 / M, N^2 d / sqrt(M))`` ([SY]_ Theorem
-    3.1) forward; with ``backward=True``, ``min((N^2 d^2 + N d^3) / M, (N^2 d + N d^2) /
-    sqrt(M))``, the statement of [LLSS]_ for the backward pass."""
+    """The Theta-order with no constant: ``min(N^2 d^2 / M, N^2 d / sqrt(M)) + N d`` forward
+    ([SY]_ Theorem 3.1, plus the trivial ``N d``: without it the order is false where ``M``
+    exceeds ``N d`` or ``N < sqrt(M)``, since every input is read); with ``backward=True``,
+    ``min((N^2 d^2 + N d^3) / M, (N^2 d + N d^2) / sqrt(M)) + N d``, [LLSS]_ Theorem 1.1 (as
+    reported by secondary sources) plus the trivial term."""
     N, d, M = _sizes(N, d, M)
     if _flag(backward, "backward"):
-        return min((N * N * d * d + N * d ** 3) / M, (N * N * d + N * d * d) / M ** 0.5)
-    return min(N * N * d * d / M, N * N * d / M ** 0.5)
+        return min((N * N * d * d + N * d ** 3) / M, (N * N * d + N * d * d) / M ** 0.5) + N * d
+    return min(N * N * d * d / M, N * N * d / M ** 0.5) + N * d
 
 
 def regime(d: int, M: int, *, backward: bool = False) -> str:
-    """``"large"`` when ``M >= d^2`` (FlashAttention is optimal), else ``"small"``.
+    """``"large"`` when ``M >= d^2``, else ``"small"``: which term of :func:`order` is the least.
 
     The same threshold for the backward pass: the two terms of :func:`order` are equal exactly
     at ``M = d^2`` in both directions (backward, they are ``N d (N + d)`` times ``d / M`` and
-    times ``1 / sqrt(M)``).
+    times ``1 / sqrt(M)``). The regime says nothing about which algorithm runs: FlashAttention
+    attains the large-cache order only where it runs, ``M >= 4d + 4`` (backward ``7d + 4``;
+    :func:`ioattn.min_M`), which for ``d <= 4`` (backward ``d <= 7``) is above ``d^2``.
+
+    >>> regime(64, 4096), regime(64, 4095), regime(2, 4)
+    ('large', 'small', 'large')
     """
     _flag(backward, "backward")
     return "large" if as_count(M, "M") >= as_count(d, "d") ** 2 else "small"
@@ -580,43 +708,42 @@ class Crossover(NamedTuple):
 def crossovers(N: int, d: int, M_min: int | None = None, M_max: int | None = None,
                names=None, options=None, *, backward: bool = False,
                mask=None) -> list[Crossover]:
-    """Every ``M`` where the cheapest algorithm changes, found from exact costs (of the backward
-    passes with ``backward=True``).
+    """**Every** integer ``M`` in ``(M_min, M_max]`` where the cheapest algorithm changes, from
+    exact costs (of the backward passes with ``backward=True``; under ``mask`` with one).
 
-    The powers of two from ``M_min`` (default: the least ``M`` at which any of ``names`` runs)
-    to ``M_max`` (default: ``32 d^2``) are scanned; each change between neighbours is narrowed by
-    bisection to an exact ``M`` with a different winner at ``M - 1``. (Costs are step functions of
-    ``M``, so between two powers of two a change could in principle be followed by a change back;
-    such a pair is not seen. In the backward pass this happens: near the crossover, square tiling
-    and FlashAttention trade places more than once for some ``d`` (at ``N = 4096``: the outer
-    schedule at ``d = 16`` and ``128``, the blocked one at ``d = 256``), and only one change per
-    interval is reported.)
+    ``M_min`` defaults to the least ``M`` at which any of ``names`` runs, ``M_max`` to ``32 d^2``.
+    Every integer ``M`` of the range is costed (:func:`ioattn.api.totals` costs each algorithm
+    over the whole range at once), so nothing is sampled: a change followed by a change back is
+    listed twice. At each ``M`` the cheapest is :func:`cheapest`'s (ties to the name first in
+    sort order; algorithms that cannot run at ``M`` left out); the first algorithm becoming
+    feasible is not a crossover.
+
+    >>> outer = {"square_tiling": {"schedule": "outer"}}
+    >>> [(c.M, c.after) for c in crossovers(4096, 64, 2000, 4000, options=outer)]
+    [(3032, 'flash'), (3078, 'square_tiling'), (3164, 'flash')]
     """
     N, d = _sizes(N, d)
     backward = _flag(backward, "backward")
     names = sorted(names or (BACKWARD if backward else REGISTRY))
     options = options or {}
-    lo = M_min if M_min is not None else min(
-        _least_M(n, d, options.get(n, {}), backward) for n in names)
-    hi = M_max if M_max is not None else 32 * d * d
+    least = [_least_M(n, d, options.get(n, {}), backward) for n in names]
+    lo = as_count(M_min, "M_min") if M_min is not None else min(least)
+    hi = as_count(M_max, "M_max") if M_max is not None else 32 * d * d
     if not lo < hi:
         return []
-
-    def best(M):
-        return cheapest(N, d, M, names, options, backward=backward, mask=mask)
-
-    powers = [1 << k for k in range(lo.bit_length(), hi.bit_length() + 1)]
-    grid = [lo] + [p for p in powers if lo < p < hi] + [hi]
-    found = []
-    for a, b in zip(grid, grid[1:]):
-        w_a, w_b = best(a), best(b)
-        if w_a == w_b or w_a is None:     # the first algorithm becoming feasible is no crossover
-            continue
-        while b - a > 1:
-            mid = (a + b) // 2
-            if best(mid) == w_a:
-                a = mid
-            else:
-                b = mid
-        found.append(Crossover(b, w_a, best(b)))
-    return found
+    Ms = np.arange(lo, hi + 1, dtype=np.int64)
+    rows = []
+    for name, first in zip(names, least):
+        start = min(max(first, lo) - lo, Ms.size)
+        rows.append((start, totals(name, N, d, Ms[start:], backward=backward, mask=mask,
+                                   **options.get(name, {}))))
+    huge = any(r.dtype == object for _, r in rows)
+    # an algorithm that cannot run costs more than any that can
+    never = 1 + max((int(r.max()) for _, r in rows if r.size), default=0) if huge else \
+        np.iinfo(np.int64).max
+    table = np.full((len(names), Ms.size), never, dtype=object if huge else np.int64)
+    for k, (start, r) in enumerate(rows):
+        table[k, start:] = r
+    winner = np.where((table == never).all(axis=0), -1, np.argmin(table, axis=0))
+    change = np.nonzero((winner[1:] != winner[:-1]) & (winner[:-1] >= 0))[0] + 1
+    return [Crossover(int(Ms[k]), names[winner[k - 1]], names[winner[k]]) for k in change]

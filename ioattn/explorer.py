@@ -95,7 +95,7 @@ def _causal_curves(N: int, d: int, Ms: list, names: list, options: dict,
                                             backward=backward, mask=mask)]
     return {
         "totals": {n: [total(n, M) for M in Ms] for n in names},
-        "lower": [bounds.sparse_lower(N, d, M, Z, backward=backward) for M in Ms],
+        "lower": bounds.lower_curve(N, d, Ms, backward=backward, Z=Z),
         "lower_any": [None] * len(Ms),
         "cheapest": [best(M) for M in Ms],
         "crossovers": crossings,
@@ -129,8 +129,8 @@ def curves(N: int, d: int, Ms=None, names=None, options=None, *, backward: bool 
         Causal attention instead of dense: the exact I/O of the masked algorithms
         (``io_cost(..., mask=ioattn.masks.causal(N))``, with the causal mask as
         :meth:`ioattn.masks.Mask.causal`, which
-        gives the same counts faster), ``lower`` is :func:`ioattn.bounds.sparse_lower` with
-        ``Z = N (N + 1) / 2`` computed scores, ``lower_any`` is ``None`` at every ``M`` (no
+        gives the same counts faster), ``lower`` is :func:`ioattn.bounds.lower_curve` with
+        ``Z = N (N + 1) / 2`` computed scores (the sparse program bound, made monotone), ``lower_any`` is ``None`` at every ``M`` (no
         any-matrix-multiplication bound is stated for masked attention), and the crossovers are
         found as :func:`ioattn.bounds.crossovers` finds them, from the masked costs.
 
@@ -141,8 +141,9 @@ def curves(N: int, d: int, Ms=None, names=None, options=None, *, backward: bool 
         ``labels`` (name with its options, :meth:`ioattn.sweep.Sweep.label`) and ``titles`` (the
         name in prose, :data:`ioattn.plotting.TITLES`); ``totals`` (name -> exact I/O at each
         ``M``, ``None`` where the algorithm cannot run); ``min_M`` (name -> least feasible
-        ``M``); ``lower`` and ``lower_any`` (:func:`ioattn.bounds.lower_bound` for standard and
-        for any matrix multiplication); ``cheapest`` (the name with the least I/O at each ``M``,
+        ``M``); ``lower`` and ``lower_any`` (:func:`ioattn.bounds.lower_curve` for standard and
+        for any matrix multiplication: the bounds for programs with an ``M``-entry cache, made
+        monotone over ``Ms``); ``cheapest`` (the name with the least I/O at each ``M``,
         ties to the first name) and ``crossovers`` (a list of ``{"M", "before", "after"}``: at
         ``M`` the cheapest is ``after``, at ``M - 1`` it was ``before``, found exactly by
         :func:`ioattn.bounds.crossovers`; with ``causal``, see above).
@@ -521,7 +522,7 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, d: int | N
     y = ly + 14 + 16 * len(c["names"])
     legend.append(f'<line x1="{lx + 6}" y1="{y}" x2="{lx + 28}" y2="{y}" '
                   f'stroke="#000" stroke-dasharray="5 3"/><text x="{lx + 34}" '
-                  f'y="{y + 4}">lower bound (standard matmul)</text>')
+                  f'y="{y + 4}">lower bound for programs (standard matmul)</text>')
     legend.append(f'<line x1="{lx + 6}" y1="{y + 16}" x2="{lx + 28}" y2="{y + 16}" '
                   f'stroke="#000" stroke-dasharray="1 3"/><text x="{lx + 34}" '
                   f'y="{y + 20}">lower bound (any matmul; dense only)</text>')

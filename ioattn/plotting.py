@@ -30,7 +30,7 @@ def plot_sweep(s: Sweep, ax=None):
         ax.plot(*zip(*pts), label=s.label(name), markersize=4, **STYLE.get(name, {}))
     lower = [(M, b) for M, b in zip(s.Ms, s.lower) if b > 0]
     if lower:
-        ax.plot(*zip(*lower), "k--", lw=1, label="lower bound (standard matmul)")
+        ax.plot(*zip(*lower), "k--", lw=1, label="lower bound for programs (standard matmul)")
     ax.axvline(s.d ** 2, color="k", lw=0.8, alpha=0.6)
     ax.annotate(r"$M = d^2$", (s.d ** 2, 1), xycoords=("data", "axes fraction"),
                 xytext=(4, -14), textcoords="offset points")

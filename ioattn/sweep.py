@@ -30,9 +30,10 @@ class Sweep:
         Exact I/O (reads + writes) from :func:`ioattn.io_cost` (of the backward passes when
         ``backward``).
     lower : list of int
-        :func:`ioattn.bounds.lower_bound` for standard matrix multiplication.
+        :func:`ioattn.bounds.lower_curve` for standard matrix multiplication: the lower bound
+        for programs with an ``M``-entry cache, made monotone over ``Ms``.
     lower_any : list of int
-        :func:`ioattn.bounds.lower_bound` for any matrix multiplication.
+        :func:`ioattn.bounds.lower_curve` for any matrix multiplication.
     crossovers : list of Crossover
         Exact ``M`` where the cheapest algorithm changes (:func:`ioattn.bounds.crossovers`).
     options : dict
@@ -98,13 +99,15 @@ def sweep(N: int, d: int, Ms=None, names=None, options=None, *, backward: bool =
     """Exact I/O of ``names`` (default: every registered algorithm) at each ``M`` in ``Ms``.
 
     ``Ms`` defaults to the powers of two from 4 to ``32 d^2``; ``options`` maps a name to its
-    options. Crossovers are located exactly between the smallest and largest ``M``. With
+    options. Crossovers are every change of the cheapest algorithm between the smallest and
+largest ``M`` (:func:`ioattn.bounds.crossovers`), not only between the ``Ms`` listed. With
     ``backward=True`` the costs are those of the backward passes
     (``io_cost(..., backward=True)``, default: every registered backward pass) and the bounds and
     crossovers are the backward's.
 
     >>> s = sweep(4096, 64, [1024, 65536], backward=True)
-    >>> s.cheapest(), s.lower[1] == bounds.lower_bound(4096, 64, 65536, backward=True)
+    >>> s.cheapest(), s.lower[1] == bounds.lower_bound(4096, 64, 65536, backward=True,
+    ...                                                 program=True)
     (['standard', 'flash'], True)
     """
     N, d = as_count(N, "N"), as_count(d, "d")
@@ -122,8 +125,8 @@ def sweep(N: int, d: int, Ms=None, names=None, options=None, *, backward: bool =
                         if M >= least else None for M in Ms]
     return Sweep(
         N, d, Ms, totals,
-        lower=[bounds.lower_bound(N, d, M, backward=backward) for M in Ms],
-        lower_any=[bounds.lower_bound(N, d, M, matmul="any", backward=backward) for M in Ms],
+        lower=bounds.lower_curve(N, d, Ms, backward=backward),
+        lower_any=bounds.lower_curve(N, d, Ms, "any", backward=backward),
         crossovers=(bounds.crossovers(N, d, min(Ms), max(Ms), names, options, backward=backward)
                     if len(Ms) > 1 else []),
         options={name: dict(options[name]) for name in names if options.get(name)},

@@ -72,7 +72,8 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
     passes' exact I/O, ``io_cost(..., backward=True)``, and the backward bounds); a "mask"
     toggle between dense attention ("none") and causal attention ("causal": the exact I/O of
     the masked algorithms, equal to ``io_cost(..., mask=ioattn.masks.causal(N))``, and
-    :func:`ioattn.bounds.sparse_lower` with ``Z = N (N + 1) / 2``; no any-matmul bound is drawn
+    :func:`ioattn.bounds.sparse_lower` with ``Z = N (N + 1) / 2``, for programs with an
+    ``M``-entry cache; no any-matmul bound is drawn
     for it); a checkbox per algorithm; a matplotlib log-log plot (rendered to PNG by the
     Agg backend into an ``ipywidgets.Image``, so no ipympl is needed) of exact I/O against ``M``
     for the checked algorithms with the lower bounds (standard and any matrix multiplication),
@@ -190,7 +191,7 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
         (lines[n],) = ax.plot([1], [1], color=colour, lw=1.8, label=boxes[n].description)
         (markers[n],) = ax.plot([1], [1], "o", color=colour, ms=8, mec="white", mew=1.2,
                                 animated=True)
-    (lines["lower"],) = ax.plot([1], [1], "k--", lw=1, label="lower bound (standard matmul)")
+    (lines["lower"],) = ax.plot([1], [1], "k--", lw=1, label="lower bound for programs (standard matmul)")
     (lines["lower_any"],) = ax.plot([1], [1], "k:", lw=1, label="lower bound (any matmul)")
     d2_line = ax.axvline(1, color="k", lw=0.8, alpha=0.6)
     d2_text = ax.annotate("", (1, 1), xycoords=("data", "axes fraction"), xytext=(4, -14),
@@ -216,8 +217,8 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
             else:
                 totals[n] = io_cost(n, n_, d_, M, backward=b_, **opts).total
         Z = n_ * (n_ + 1) // 2 if k_ else n_ * n_
-        lower = (bounds.sparse_lower(n_, d_, M, Z, backward=b_) if k_
-                 else bounds.lower_bound(n_, d_, M, backward=b_))
+        lower = (bounds.sparse_lower(n_, d_, M, Z, backward=b_, program=True) if k_
+                 else bounds.lower_bound(n_, d_, M, backward=b_, program=True))
         runnable = [(totals[n], n) for n in sorted(shown) if totals[n] is not None]
         best = min(runnable)[1] if runnable else None
         key = (n_, d_, b_, k_)
@@ -271,7 +272,7 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
             f"<div style='font-family:monospace'>{'backward pass: ' if b_ else ''}"
             f"{'causal mask: ' if k_ else ''}"
             f"N = {n_:,}, d = {d_}, {html.escape(m_label(M, d_))}<br>cheapest: <b>{title}</b>"
-            f"<table>{rows}<tr><td>lower bound (standard matmul"
+            f"<table>{rows}<tr><td>lower bound for programs (standard matmul"
             f"{f', sparse, Z = {Z:,}' if k_ else ''})</td>"
             f"<td style='text-align:right'>{lower:,}</td></tr></table></div>")
         return text.value

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from ioattn import io_cost
-from ioattn.bounds import lower_bound
+from ioattn.bounds import lower_bound, lower_curve
 from ioattn.explorer import (
     DEFAULT_OPTIONS,
     curves,
@@ -60,7 +60,7 @@ def test_backward_curves_equal_sweep_and_io_cost():
     s = sweep(N, d, default_Ms(d), NAMES, DEFAULT_OPTIONS, backward=True)
     assert c["backward"] is True and c["Ms"] == s.Ms == curves(N, d)["Ms"]
     assert c["totals"] == s.totals and c["lower"] == s.lower and c["cheapest"] == s.cheapest()
-    assert c["lower"] == [lower_bound(N, d, M, backward=True) for M in c["Ms"]]
+    assert c["lower"] == lower_curve(N, d, c["Ms"], backward=True)
     assert [(x["M"], x["before"], x["after"]) for x in c["crossovers"]] == \
         [tuple(x) for x in s.crossovers]
     assert c["min_M"]["flash"] == 7 * d + 4                 # the backward's least cache
@@ -140,7 +140,8 @@ def test_static_explorer_totals_are_exact(page, d, M, backward):
         t = c["totals"][name][k]
         assert t == (io_cost(name, 4096, d, M, backward=backward, **opts).total
                      if M >= c["min_M"][name] else None)
-    assert c["lower"][k] == lower_bound(4096, d, M, backward=backward)
+    assert c["lower"][k] == lower_curve(4096, d, c["Ms"], backward=backward)[k]
+    assert c["lower"][k] >= lower_bound(4096, d, M, backward=backward, program=True)
 
 
 def test_static_explorers_are_unique():
@@ -401,7 +402,7 @@ def test_explorer_widget_backward_toggle():
         t = io_cost(name, 4096, 64, 4096, backward=True, **DEFAULT_OPTIONS.get(name, {})).total
         assert w.state["totals"][name] == t and f"{t:,}" in text
         assert tuple(w.markers[name].get_data()[1]) == (t,)
-    assert w.state["lower"] == lower_bound(4096, 64, 4096, backward=True)
+    assert w.state["lower"] == lower_bound(4096, 64, 4096, backward=True, program=True)
     assert tuple(w.lines["lower"].get_ydata()) != forward_lower
     # M = 300: flash's forward runs (4d + 4 = 260), its backward does not (7d + 4 = 452)
     w.controls["log2_M"].value = math.log2(300)
@@ -448,7 +449,8 @@ def test_causal_curves_equal_io_cost(backward):
             else:
                 assert t is None
     for k, M in enumerate(c["Ms"]):
-        assert c["lower"][k] == bounds.sparse_lower(N, d, M, Z, backward=backward)
+        assert c["lower"][k] == lower_curve(N, d, c["Ms"], backward=backward, Z=Z)[k]
+        assert c["lower"][k] >= bounds.sparse_lower(N, d, M, Z, backward=backward, program=True)
         for name in NAMES:                      # no algorithm beats the sparse bound
             assert c["totals"][name][k] is None or c["totals"][name][k] >= c["lower"][k]
         # causal FlashAttention moves no more than dense (the same once K, V fit: 4 N d)
@@ -568,7 +570,7 @@ def test_explorer_widget_causal_toggle():
         assert w.state["totals"][name] == t and f"{t:,}" in text
         assert tuple(w.markers[name].get_data()[1]) == (t,)
     assert w.state["totals"]["flash"] < dense_totals["flash"]
-    assert w.state["lower"] == bounds.sparse_lower(N, 64, 4096, Z) and f"Z = {Z:,}" in text
+    assert w.state["lower"] == bounds.sparse_lower(N, 64, 4096, Z, program=True) and f"Z = {Z:,}" in text
     assert len(w.lines["lower_any"].get_xdata()) == 0          # no any-matmul bound with a mask
     # the slider in causal mode: square tiling at the smallest M, FlashAttention at the largest
     w.update(log2_M=6)

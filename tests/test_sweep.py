@@ -24,8 +24,11 @@ def test_sweep_holds_exact_costs_and_bounds():
                     ioattn.io_cost(name, 1024, 32, M)
             else:
                 assert t == ioattn.io_cost(name, 1024, 32, M).total
-    assert s.lower == [ioattn.bounds.lower_bound(1024, 32, M) for M in Ms]
-    assert s.lower_any == [ioattn.bounds.lower_bound(1024, 32, M, "any") for M in Ms]
+    assert s.lower == ioattn.bounds.lower_curve(1024, 32, Ms)
+    assert s.lower_any == ioattn.bounds.lower_curve(1024, 32, Ms, "any")
+    for M, low in zip(Ms, s.lower):                     # the program bound, made monotone
+        assert low >= ioattn.bounds.lower_bound(1024, 32, M, program=True)
+    assert all(a >= b for a, b in zip(s.lower, s.lower[1:]))
     assert s.crossovers == ioattn.bounds.crossovers(1024, 32, Ms[0], Ms[-1])
 
 
@@ -39,8 +42,11 @@ def test_cheapest_and_table():
     assert rows[1] == "options: square_tiling (schedule=outer)"
     data = [r for r in rows if r.strip()[:1].isdigit()]
     assert data[0].split()[2].endswith("*") and "<- d^2" in data[1]
-    (c,) = s.crossovers
-    assert f"crossover at M = {c.M:,} ({c.M / 4096:.3g} d^2): square_tiling -> flash" in text
+    # every change between 512 and 65536, the flip-back included
+    assert [(c.M, c.after) for c in s.crossovers] == \
+        [(3032, "flash"), (3078, "square_tiling"), (3164, "flash")]
+    for c in s.crossovers:
+        assert f"crossover at M = {c.M:,} ({c.M / 4096:.3g} d^2): {c.before} -> {c.after}" in text
 
 
 def test_explorer_curve_set_is_exact():
@@ -66,9 +72,8 @@ def test_backward_sweep_holds_the_backward_costs_and_bounds():
                 if M >= 1024:                               # where every forward runs too
                     assert t > ioattn.io_cost(name, 1024, 32, M).total
     assert s.totals["flash"][Ms.index(128)] is None         # 7d + 4 = 228 > 128 >= 4d + 4
-    assert s.lower == [ioattn.bounds.lower_bound(1024, 32, M, backward=True) for M in Ms]
-    assert s.lower_any == [ioattn.bounds.lower_bound(1024, 32, M, "any", backward=True)
-                           for M in Ms]
+    assert s.lower == ioattn.bounds.lower_curve(1024, 32, Ms, backward=True)
+    assert s.lower_any == ioattn.bounds.lower_curve(1024, 32, Ms, "any", backward=True)
     assert s.crossovers == ioattn.bounds.crossovers(1024, 32, Ms[0], Ms[-1], backward=True)
     assert s.table().startswith("I/O of the attention backward pass, N = 1024, d = 32")
     assert not sweep(1024, 32, Ms).backward

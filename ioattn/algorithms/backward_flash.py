@@ -80,7 +80,7 @@ import numpy as np
 
 from ..masks import block_sizes
 from ..memory import IOCount
-from .base import BackwardAlgorithm, Plan, ceil_div, register_backward
+from .base import BackwardAlgorithm, Plan, ceil_div, imin, register_backward
 from .flash import _block
 
 
@@ -99,7 +99,7 @@ class FlashBackwardPlan(Plan):
     @property
     def footprint(self) -> int:
         N, d = self.N, self.d
-        r, c = min(self.B_r, N), min(self.B_c, N)
+        r, c = imin(self.B_r, N), imin(self.B_c, N)
         return 4 * c * d + 3 * r * d + 2 * r + 2 * r * c
 
 
@@ -126,7 +126,7 @@ class FlashBackward(BackwardAlgorithm):
         if block is None:
             B_c = (M - 3 * d - 2) // (4 * d + 2)
             B_c = ceil_div(N, ceil_div(N, B_c))          # as many blocks, balanced
-            B_r = min(N, (M - 4 * B_c * d) // (3 * d + 2 + 2 * B_c))
+            B_r = imin(N, (M - 4 * B_c * d) // (3 * d + 2 + 2 * B_c))
         else:
             B_r, B_c = _block(block)
         return FlashBackwardPlan(N, d, M, B_r, B_c)

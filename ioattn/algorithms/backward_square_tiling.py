@@ -71,7 +71,7 @@ import numpy as np
 
 from ..memory import IOCount
 from .backward_standard import RowPass, plan_row_pass, row_pass, rowsum_product
-from .base import BackwardAlgorithm, Plan, register_backward
+from .base import BackwardAlgorithm, Plan, imax, imin, register_backward, select
 from .matmul import MatmulPlan, product_io, tiled_product
 from .square_tiling import check_schedule, square_tile_plan
 
@@ -96,10 +96,10 @@ class BackwardSquareTilingPlan(Plan):
     @property
     def footprint(self) -> int:
         N = self.N
-        r1 = min(self.P.b_r, N)
-        r3, c3 = min(self.dS.b_r, N), min(self.dS.b_c, N)
-        dS_epilogue = r3 * c3 + r3 + min(self.h, r3) * c3   # tile, D rows, a chunk of P
-        return max(self.P.footprint + r1, self.D_pass.footprint, self.dS.footprint + r3,
+        r1 = imin(self.P.b_r, N)
+        r3, c3 = imin(self.dS.b_r, N), imin(self.dS.b_c, N)
+        dS_epilogue = r3 * c3 + r3 + imin(self.h, r3) * c3  # tile, D rows, a chunk of P
+        return imax(self.P.footprint + r1, self.D_pass.footprint, self.dS.footprint + r3,
                    dS_epilogue, self.dV.footprint, self.dQ.footprint, self.dK.footprint)
 
 
@@ -123,7 +123,8 @@ class BackwardSquareTiling(BackwardAlgorithm):
     def make_plan(self, N, d, M, schedule="blocked"):
         P = dS = square_tile_plan(N, d, N, M, schedule, 1)
         dV = dQ = dK = square_tile_plan(N, N, d, M, schedule, 0)
-        h = min(dS.b_r, (M - dS.b_r * dS.b_c - dS.b_r) // dS.b_c) if dS.b_c else 0
+        h = select(dS.b_c > 0, imin(dS.b_r, (M - dS.b_r * dS.b_c - dS.b_r) // imax(dS.b_c, 1)),
+                   0)
         return BackwardSquareTilingPlan(N, d, M, schedule, P, dS, dV, dQ, dK,
                                         plan_row_pass(N, d, M), h)
 
@@ -137,20 +138,20 @@ class BackwardSquareTiling(BackwardAlgorithm):
                   product_io(plan.dK, a_mask=T)]
         reads = sum(x[0] for x in counts)
         writes = sum(x[1] for x in counts)
-        peak = max(x[2] for x in counts)
+        peak = imax(*(x[2] for x in counts))
         reads += N                                      # L, once per row
         reads += 2 * N * d                              # D: dO and O
         reads += N + counts[1][1]                       # dS epilogue: D once per row, P tiles
         writes += N                                     # D
-        peak = max(peak, plan.D_pass.footprint, self._epilogue_peak(plan))
+        peak = imax(peak, plan.D_pass.footprint, self._epilogue_peak(plan))
         return IOCount(reads=reads, writes=writes, peak=peak)
 
     @staticmethod
     def _epilogue_peak(plan) -> int:
         """Largest working set of kernel 3's epilogue: a tile, its ``D`` rows, a ``P`` chunk."""
         if plan.mask is None or plan.mask.triangle == "lower":  # dense, or block (0, 0)
-            r, c = min(plan.dS.b_r, plan.N), min(plan.dS.b_c, plan.N)
-            return r * c + r + min(plan.h, r) * c
+            r, c = imin(plan.dS.b_r, plan.N), imin(plan.dS.b_c, plan.N)
+            return r * c + r + imin(plan.h, r) * c
         blocks = plan.mask.blocks(plan.dS.b_r, plan.dS.b_c)
         r, c = blocks.rows[:, None], blocks.cols[None, :]
         work = r * c + r + np.minimum(plan.h, r) * c

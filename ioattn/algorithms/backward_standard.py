@@ -55,7 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..memory import IOCount
-from .base import BackwardAlgorithm, Plan, ceil_div, register_backward
+from .base import BackwardAlgorithm, Plan, ceil_div, imax, imin, register_backward, select
 from .matmul import MatmulPlan, plan_matmul, products_io, tiled_product
 from .standard import Standard
 
@@ -76,17 +76,16 @@ class RowPass:
     @property
     def footprint(self) -> int:
         """Two operand tiles and the row statistics, clipped: ``R (2 min(W, n) + 1)``."""
-        R = min(self.R, self.m)
-        return R * (2 * min(self.W, self.n) + 1)
+        R = imin(self.R, self.m)
+        return R * (2 * imin(self.W, self.n) + 1)
 
 
 def plan_row_pass(m: int, n: int, M: int) -> RowPass:
     """Whole rows, ``R = floor(M / (2n + 1))`` at a time, when one fits; else single rows in
     strips of ``floor((M - 1) / 2)``. Needs ``M >= 3``."""
     R = M // (2 * n + 1)
-    if R >= 1:
-        return RowPass(m, n, R, n)
-    return RowPass(m, n, 1, (M - 1) // 2)
+    whole = R >= 1
+    return RowPass(m, n, select(whole, R, 1), select(whole, n, (M - 1) // 2))
 
 
 def row_pass(mem, A, B, out, rp: RowPass, *, stat=None, combine) -> None:
@@ -141,9 +140,9 @@ class BackwardStandardPlan(Plan):
 
     @property
     def footprint(self) -> int:
-        r, c = min(self.P.b_r, self.N), min(self.P.b_c, self.N)
+        r, c = imin(self.P.b_r, self.N), imin(self.P.b_c, self.N)
         P_epilogue = r * c + r                          # the finished tile and its L rows
-        return max(self.P.footprint, P_epilogue, self.dV.footprint, self.dP.footprint,
+        return imax(self.P.footprint, P_epilogue, self.dV.footprint, self.dP.footprint,
                    self.D_pass.footprint, self.dS_pass.footprint, self.dQ.footprint,
                    self.dK.footprint)
 

@@ -7,6 +7,7 @@ iterate over them instead of naming each one.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
@@ -16,12 +17,54 @@ from ..masks import Mask
 from ..memory import IOCount, SlowArray, TwoLevelMemory
 
 __all__ = ["Algorithm", "BACKWARD", "BackwardAlgorithm", "Plan", "REGISTRY", "ceil_div",
-           "divide_rows", "get", "log_sum_exp", "register", "register_backward"]
+           "divide_rows", "get", "imax", "imin", "isqrt", "log_sum_exp", "register",
+           "register_backward", "select"]
 
 
 def ceil_div(a: int, b: int) -> int:
-    """``ceil(a / b)`` for integers, exactly."""
+    """``ceil(a / b)`` for integers, exactly (integer arrays too, elementwise)."""
     return -(-a // b)
+
+
+# The block-size rules and the dense closed forms are written once, for one M or for an array of
+# them (``ioattn.api.totals``): these helpers are ``min``, ``max``, ``isqrt`` and ``x if c else
+# y`` that work elementwise when an argument is a NumPy integer array.
+def imin(*values):
+    """``min(values)``, elementwise if any of them is an array."""
+    if any(isinstance(v, np.ndarray) for v in values):
+        out = values[0]
+        for v in values[1:]:
+            out = np.minimum(out, v)
+        return out
+    return min(values)
+
+
+def imax(*values):
+    """``max(values)``, elementwise if any of them is an array."""
+    if any(isinstance(v, np.ndarray) for v in values):
+        out = values[0]
+        for v in values[1:]:
+            out = np.maximum(out, v)
+        return out
+    return max(values)
+
+
+def isqrt(x):
+    """``floor(sqrt(x))`` for a non-negative integer, or elementwise for an integer array."""
+    if not isinstance(x, np.ndarray):
+        return math.isqrt(x)
+    if x.dtype == object:
+        return np.frompyfunc(math.isqrt, 1, 1)(x)
+    r = np.floor(np.sqrt(x.astype(np.float64))).astype(x.dtype)
+    r = np.where(r * r > x, r - 1, r)                   # float rounding moves r by at most 1
+    return np.where((r + 1) * (r + 1) <= x, r + 1, r)
+
+
+def select(condition, if_true, if_false):
+    """``if_true if condition else if_false``, elementwise if ``condition`` is an array."""
+    if isinstance(condition, np.ndarray):
+        return np.where(condition, if_true, if_false)
+    return if_true if condition else if_false
 
 
 def divide_rows(O_i, l_i) -> None:

@@ -72,7 +72,7 @@ import numpy as np
 from .._validate import as_count
 from ..masks import block_sizes
 from ..memory import IOCount
-from .base import Algorithm, Plan, ceil_div, divide_rows, log_sum_exp, register
+from .base import Algorithm, Plan, ceil_div, divide_rows, imax, imin, log_sum_exp, register
 
 VARIANTS = ("fa2", "fa1")
 
@@ -89,17 +89,17 @@ class FlashPlan(Plan):
     @property
     def footprint(self) -> int:
         N, d = self.N, self.d
-        c = min(self.B_c, N)
+        c = imin(self.B_c, N)
         if self.variant == "fa2":
-            r = min(self.B_r, N)
+            r = imin(self.B_r, N)
             return 2 * r * d + 3 * r + 2 * c * d + r * c
-        r = min(self.R, N)
+        r = imin(self.R, N)
         return 2 * c * d + r * (2 * d + c + 4)
 
 
 def _fa1_rows(d: int, B_r: int, B_c: int, M: int) -> int:
     """Rows of ``Q_i`` per FA1 inner step that fit beside ``K_j``, ``V_j`` (0 if none fit)."""
-    return max(0, min(B_r, (M - 2 * B_c * d) // (2 * d + B_c + 4)))
+    return imax(0, imin(B_r, (M - 2 * B_c * d) // (2 * d + B_c + 4)))
 
 
 @register
@@ -141,13 +141,13 @@ class Flash(Algorithm):
             if block is None:
                 B_r = (M - 2 * d) // (2 * d + 4)
                 B_r = ceil_div(N, ceil_div(N, B_r))          # as many blocks, balanced
-                B_c = min(N, (M - 2 * B_r * d - 3 * B_r) // (2 * d + B_r))
+                B_c = imin(N, (M - 2 * B_r * d - 3 * B_r) // (2 * d + B_r))
             else:
                 B_r, B_c = _block(block)
             return FlashPlan(N, d, M, variant, B_r, B_c, B_r)
         if block is None:
             B_c = ceil_div(M, 4 * d)
-            B_r = min(B_c, d)
+            B_r = imin(B_c, d)
         else:
             B_r, B_c = _block(block)
         return FlashPlan(N, d, M, variant, B_r, B_c, _fa1_rows(d, B_r, B_c, M))

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from math import isqrt
 from typing import Callable
 
 import numpy as np
@@ -38,7 +37,7 @@ import numpy as np
 from .._validate import as_count, as_matrix
 from ..masks import block_sizes
 from ..memory import IOCount, SlowArray, TwoLevelMemory
-from .base import ceil_div
+from .base import ceil_div, imax, imin, isqrt, select
 
 __all__ = ["MatmulPlan", "MatmulResult", "plan_matmul", "matmul_cost", "run_matmul",
            "best_tile", "outer_product_side", "product_io", "products_io", "strip_width",
@@ -49,11 +48,11 @@ def outer_product_side(M: int, extra_per_row: int = 0) -> int:
     """Side ``b`` of the largest square tile with ``b**2 + (2 + extra_per_row) * b <= M``.
 
     ``extra_per_row`` reserves that many entries per tile row for row statistics. Zero when no
-    tile fits.
+    tile fits. ``M`` may be an integer array (elementwise).
     """
     c = 2 + extra_per_row
     # b**2 + c*b <= M  <=>  (2b + c)**2 <= 4M + c**2
-    return max(0, (isqrt(4 * M + c * c) - c) // 2)
+    return imax(0, (isqrt(4 * M + c * c) - c) // 2)
 
 
 def best_tile(m: int, n: int, M: int, extra_per_row: int = 0) -> tuple[int, int]:
@@ -64,32 +63,52 @@ def best_tile(m: int, n: int, M: int, extra_per_row: int = 0) -> tuple[int, int]
     (with one strip of each operand and ``extra_per_row`` entries per row), and the same with the
     roles of rows and columns swapped. Of these, take the tile with the least I/O (then the
     largest). It is never worse than the square and removes most of the loss from ``ceil``.
+
+    ``M`` may be an integer array: then ``b_r`` and ``b_c`` are arrays, the rule applied to each
+    ``M`` (``(0, 0)`` where no tile fits).
     """
     b = outer_product_side(M, extra_per_row)
-    if b < 1:
+    if not isinstance(b, np.ndarray) and b < 1:
         return 0, 0
     e1 = 1 + extra_per_row
+    bb = imax(b, 1)                                     # (arrays: where no tile fits, any side)
 
     def cols_for(b_r):
-        return (b_r, min(n, (M - e1 * b_r) // (b_r + 1)))
+        return (b_r, imin(n, (M - e1 * b_r) // (b_r + 1)))
 
     def rows_for(b_c):
-        return (min(m, (M - b_c) // (b_c + e1)), b_c)
+        return (imin(m, (M - b_c) // (b_c + e1)), b_c)
 
-    candidates = []
+    candidates = []                                     # (b_r, b_c, usable)
     for size, fit in ((m, cols_for), (n, rows_for)):
-        T0 = ceil_div(size, min(b, size))
-        for T in range(max(1, T0 - 1), T0 + 2):
-            tile = fit(ceil_div(size, T))
-            if min(tile) >= 1:
-                candidates.append(tile)
-    return min(candidates, key=lambda t: (m * ceil_div(n, t[1]) + n * ceil_div(m, t[0]),
-                                          -t[0] * t[1], t))
+        T0 = ceil_div(size, imin(bb, size))
+        for dT in (-1, 0, 1):
+            T = imax(1, T0 + dT)
+            b_r, b_c = fit(ceil_div(size, T))
+            # T0 - 1 < 1 repeats T = 1, which the list holds already: skip it, as range() does
+            candidates.append((b_r, b_c, (imin(b_r, b_c) >= 1) & (T0 + dT >= 1)))
+    if not isinstance(b, np.ndarray):
+        return min(((b_r, b_c) for b_r, b_c, ok in candidates if ok),
+                   key=lambda t: (m * ceil_div(n, t[1]) + n * ceil_div(m, t[0]),
+                                  -t[0] * t[1], t))
+    # the same choice, for every M at once: the least (I/O, -area, b_r, b_c) among usable tiles
+    shape = b.shape
+    b_r, b_c, ok = (np.stack([np.broadcast_to(t[k], shape) for t in candidates]) for k in range(3))
+    ok = ok & (b >= 1)
+    keys = (m * ceil_div(n, np.maximum(b_c, 1)) + n * ceil_div(m, np.maximum(b_r, 1)),
+            -b_r * b_c, b_r, b_c)
+    for key in keys:                                    # lexicographic least, one key at a time
+        key = np.where(ok, key, np.iinfo(np.int64).max)
+        ok &= key == key.min(axis=0)
+    pick = np.argmax(ok, axis=0)[None]
+    fits = b >= 1
+    return (np.where(fits, np.take_along_axis(b_r, pick, 0)[0], 0),
+            np.where(fits, np.take_along_axis(b_c, pick, 0)[0], 0))
 
 
 def strip_width(b_r: int, b_c: int, M: int, extra_per_row: int = 0) -> int:
     """Columns of ``A`` (rows of ``B``) per strip beside a ``b_r x b_c`` tile: as many as fit."""
-    return (M - b_r * b_c - extra_per_row * b_r) // (b_r + b_c)
+    return (M - b_r * b_c - extra_per_row * b_r) // imax(b_r + b_c, 1)
 
 
 @dataclass(frozen=True)
@@ -107,7 +126,7 @@ class MatmulPlan:
     @property
     def footprint(self) -> int:
         """Peak cache use: one output tile plus one strip of each operand (tiles clipped)."""
-        r, c, L = min(self.b_r, self.m), min(self.b_c, self.n), min(self.L, self.k)
+        r, c, L = imin(self.b_r, self.m), imin(self.b_c, self.n), imin(self.L, self.k)
         return r * c + L * (r + c)
 
     @property
@@ -149,7 +168,7 @@ def product_io(plan: MatmulPlan, *, c_mask=None, a_mask=None, stats: int = 0
     """
     m, k, n = plan.m, plan.k, plan.n
     if c_mask is None and a_mask is None:
-        return plan.reads, plan.writes, plan.footprint + stats * min(plan.b_r, m)
+        return plan.reads, plan.writes, plan.footprint + stats * imin(plan.b_r, m)
     if (c_mask is not None and c_mask.triangle == "lower") or (
             c_mask is None and a_mask.triangle is not None):
         return _triangle_product_io(plan, c_mask is not None,
@@ -232,6 +251,9 @@ def plan_matmul(m: int, k: int, n: int, M: int, tile=None) -> MatmulPlan:
         Output tile ``(b_r, b_c)`` instead of the one :func:`best_tile` picks; it needs
         ``M >= b_r*b_c + b_r + b_c``.
     """
+    if isinstance(M, np.ndarray) and tile is None:      # the rule for many M (ioattn.api.totals)
+        b_r, b_c = best_tile(m, n, M)
+        return MatmulPlan(m, k, n, M, b_r, b_c, strip_width(b_r, b_c, M))
     m, k, n, M = (as_count(v, name) for v, name in ((m, "m"), (k, "k"), (n, "n"), (M, "M")))
     if tile is None:
         b_r, b_c = best_tile(m, n, M)

@@ -57,12 +57,11 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import isqrt
 
 import numpy as np
 
 from ..memory import IOCount
-from .base import Algorithm, Plan, divide_rows, log_sum_exp, register
+from .base import Algorithm, Plan, divide_rows, imax, imin, isqrt, log_sum_exp, register
 from .matmul import MatmulPlan, best_tile, product_io, strip_width, tiled_product
 
 SCHEDULES = ("blocked", "outer")
@@ -101,8 +100,8 @@ class SquareTilingPlan(Plan):
 
     @property
     def footprint(self) -> int:
-        r1, r2 = min(self.phase1.b_r, self.N), min(self.phase2.b_r, self.N)
-        return max(self.phase1.footprint + r1, self.phase2.footprint + 2 * r2)
+        r1, r2 = imin(self.phase1.b_r, self.N), imin(self.phase2.b_r, self.N)
+        return imax(self.phase1.footprint + r1, self.phase2.footprint + 2 * r2)
 
 
 @register
@@ -132,7 +131,7 @@ class SquareTiling(Algorithm):
         r2, w2, p2 = product_io(plan.phase2, a_mask=plan.mask, stats=2)
         # plus the row maxima m, written once and read once, and L when saved
         writes = w1 + w2 + N + (N if plan.save_lse else 0)
-        return IOCount(reads=r1 + r2 + N, writes=writes, peak=max(p1, p2))
+        return IOCount(reads=r1 + r2 + N, writes=writes, peak=imax(p1, p2))
 
     def simulate(self, mem, Q, K, V, O, plan: SquareTilingPlan, scale, L=None):
         N, mask = plan.N, plan.mask

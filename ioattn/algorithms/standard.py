@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..memory import IOCount
-from .base import Algorithm, Plan, divide_rows, log_sum_exp, register
+from .base import Algorithm, Plan, divide_rows, imax, imin, log_sum_exp, register, select
 from .matmul import MatmulPlan, plan_matmul, products_io, tiled_product
 
 
@@ -57,9 +57,9 @@ class StandardPlan(Plan):
 
     @property
     def footprint(self) -> int:
-        R = min(self.R, self.N)
-        softmax = R * min(self.W, self.N) + 2 * R
-        return max(self.scores.footprint, softmax, self.output.footprint)
+        R = imin(self.R, self.N)
+        softmax = R * imin(self.W, self.N) + 2 * R
+        return imax(self.scores.footprint, softmax, self.output.footprint)
 
 
 @register
@@ -78,9 +78,9 @@ class Standard(Algorithm):
 
     def make_plan(self, N, d, M):
         scores, output = plan_matmul(N, d, N, M), plan_matmul(N, N, d, M)
-        if N + 2 <= M:
-            return StandardPlan(N, d, M, scores, output, R=min(N, M // (N + 2)), W=N, passes=1)
-        return StandardPlan(N, d, M, scores, output, R=1, W=M - 2, passes=2)
+        one_pass = N + 2 <= M                   # a whole row and its two statistics fit
+        return StandardPlan(N, d, M, scores, output, R=select(one_pass, imin(N, M // (N + 2)), 1),
+                            W=select(one_pass, N, M - 2), passes=select(one_pass, 1, 2))
 
     def cost(self, plan: StandardPlan) -> IOCount:
         reads, writes = products_io(plan.scores, plan.output)

@@ -1,5 +1,6 @@
 """The red-blue pebble game laboratory: computation graphs, rule-checked games, M-partitions, and
-the exact optimal I/O of small graphs.
+the exact optimal I/O of small graphs. :mod:`ioattn.pebble.schedules` plays the package's
+algorithms, forward and backward, as games.
 
 >>> from ioattn.pebble import matmul_graph, PebbleGame
 >>> g = matmul_graph(1, 2, 1)         # c = a0 b0 + a1 b1
@@ -7,7 +8,7 @@ the exact optimal I/O of small graphs.
 (7, 2)
 """
 
-from .builders import attention_graph, chain, matmul_graph
+from .builders import attention_backward_graph, attention_graph, chain, matmul_graph
 from .game import MOVES, IllegalMove, PebbleGame, without_idle_computes
 from .graph import Graph
 from .partition import (
@@ -24,7 +25,7 @@ from .search import Optimum, SearchLimitError, min_io
 
 __all__ = [
     "Graph", "HongKungPartition", "IllegalMove", "MOVES", "Optimum", "PartitionCheck",
-    "PebbleGame", "SearchLimitError", "attention_graph", "chain", "check_partition",
-    "dominator_set", "dominator_size", "hong_kung_partition", "is_partition_of", "matmul_graph",
-    "min_io", "minimum_set", "without_idle_computes",
+    "PebbleGame", "SearchLimitError", "attention_backward_graph", "attention_graph", "chain",
+    "check_partition", "dominator_set", "dominator_size", "hong_kung_partition", "is_partition_of",
+    "matmul_graph", "min_io", "minimum_set", "without_idle_computes",
 ]

@@ -34,8 +34,8 @@ def inputs(N, d, seed=0, magnitude=1.0):
 def assert_gradients(out, ref, tol=1e-10):
     for got, want, label in zip(out, ref, ("dQ", "dK", "dV")):
         assert got.shape == want.shape and got.dtype == np.float64
-        if np.abs(want).max() == 0:             # N = 1: dQ = dK = 0 exactly in exact arithmetic
-            assert np.abs(got).max() <= tol, label
+        if got.shape[0] == 1 and label != "dV":  # N = 1: dQ = dK = 0 in exact arithmetic (the
+            assert np.abs(got).max() <= tol, label   # reference's rounding leaves ~1e-16)
         else:
             assert relative_error(got, want) <= tol, label
 
