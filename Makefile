@@ -39,6 +39,7 @@ book: notebooks
 bench: $(STAMP)
 	$(BIN)/python benchmarks/simulator.py
 	$(BIN)/python benchmarks/explorer.py
+	$(BIN)/python benchmarks/crossovers.py
 	$(BIN)/python benchmarks/pebble.py
 
 # On a machine with an NVIDIA GPU: the @pytest.mark.gpu tests and the GPU benchmark
