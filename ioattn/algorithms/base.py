@@ -7,6 +7,7 @@ iterate over them instead of naming each one.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
@@ -29,24 +30,20 @@ def ceil_div(a: int, b: int) -> int:
 # The block-size rules and the dense closed forms are written once, for one M or for an array of
 # them (``ioattn.api.totals``): these helpers are ``min``, ``max``, ``isqrt`` and ``x if c else
 # y`` that work elementwise when an argument is a NumPy integer array.
+def _fold(elementwise, scalar, values):
+    if any(isinstance(v, np.ndarray) for v in values):
+        return functools.reduce(elementwise, values)
+    return scalar(values)
+
+
 def imin(*values):
     """``min(values)``, elementwise if any of them is an array."""
-    if any(isinstance(v, np.ndarray) for v in values):
-        out = values[0]
-        for v in values[1:]:
-            out = np.minimum(out, v)
-        return out
-    return min(values)
+    return _fold(np.minimum, min, values)
 
 
 def imax(*values):
     """``max(values)``, elementwise if any of them is an array."""
-    if any(isinstance(v, np.ndarray) for v in values):
-        out = values[0]
-        for v in values[1:]:
-            out = np.maximum(out, v)
-        return out
-    return max(values)
+    return _fold(np.maximum, max, values)
 
 
 def isqrt(x):
