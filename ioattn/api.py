@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, fields, is_dataclass, replace
 
 import numpy as np
@@ -9,6 +10,7 @@ import numpy as np
 from ._validate import as_count, as_matrix, as_scale
 from .algorithms import BACKWARD, REGISTRY, get
 from .algorithms.base import Plan
+from .algorithms.matmul import remembered_products
 from .masks import Mask
 from .memory import IOCount, Transfer, TwoLevelMemory
 
@@ -178,25 +180,31 @@ def totals(name: str, N: int, d: int, Ms, *, backward: bool = False, **options) 
     out = np.empty(Ms.shape, dtype=np.int64)
     opts = algo.check_options(_own_options(options))
     known: dict = {}
+    with remembered_products():
+        _fill(out, algo, N, d, Ms, opts, first, known)
+    return out
+
+
+def _fill(out, algo, N, d, Ms, opts, first, known) -> None:
+    """:func:`totals`' loop over chunks of ``Ms``."""
     for start in range(0, Ms.size, _CHUNK):
         chunk = Ms[start:start + _CHUNK].astype(np.int64)
         p = algo.make_plan(N, d, chunk, **opts)
-        if first.mask is None:
+        if first.mask is None or not algo.mask_changes_cost:
             out[start:start + chunk.size] = algo.cost(replace(p, save_lse=first.save_lse)).total
             continue
-        # a masked cost is a sum over blocks: once per distinct plan (M itself plays no part)
+        # a masked cost is a sum over blocks: once per distinct plan (M itself plays no part).
+        # Plans come in runs of equal ones as M grows: cost the first of each run.
         keys = np.stack([np.broadcast_to(v, chunk.shape) for v in _plan_leaves(p)])
-        unique, index, inverse = np.unique(keys, axis=1, return_index=True, return_inverse=True)
-        values = np.empty(unique.shape[1], dtype=np.int64)
-        for u in range(unique.shape[1]):
-            key = tuple(unique[:, u].tolist())
+        starts = np.flatnonzero(np.concatenate(([True], (keys[:, 1:] != keys[:, :-1]).any(0))))
+        values = np.empty(starts.size, dtype=np.int64)
+        for u, i in enumerate(starts.tolist()):
+            key = tuple(keys[:, i].tolist())
             if key not in known:
-                one = replace(_plan_at(p, int(index[u])), mask=first.mask,
-                              save_lse=first.save_lse)
+                one = replace(_plan_at(p, i), mask=first.mask, save_lse=first.save_lse)
                 known[key] = algo.cost(one).total
             values[u] = known[key]
-        out[start:start + chunk.size] = values[inverse.ravel()]
-    return out
+        out[start:start + chunk.size] = np.repeat(values, np.diff(np.append(starts, chunk.size)))
 
 
 def _own_options(options: dict) -> dict:
@@ -205,33 +213,35 @@ def _own_options(options: dict) -> dict:
 
 
 def _plan_leaves(plan) -> list:
-    """The integer fields of a plan and of the plans inside it, ``M`` left out, in a fixed
-    order: what a cost depends on."""
+    """The integer fields of a plan and of the plans inside it, ``M`` left out and block sides
+    clipped to their dimension (``clipped``), in a fixed order: what a cost depends on."""
     leaves = []
+    clipped = getattr(plan, "clipped", {})
     for f in fields(plan):
         value = getattr(plan, f.name)
         if is_dataclass(value):
             leaves += _plan_leaves(value)
         elif f.name != "M" and isinstance(value, (int, np.integer, np.ndarray)) \
                 and not isinstance(value, bool):
+            if f.name in clipped:
+                value = np.minimum(value, getattr(plan, clipped[f.name]))
             leaves.append(value)
     return leaves
 
 
 def _plan_at(plan, i: int):
-    """The plan for one ``M`` out of a plan computed for an array of them."""
-    changes = {}
-    for f in fields(plan):
-        if not f.init:
-            continue
-        value = getattr(plan, f.name)
+    """The plan for one ``M`` out of a plan computed for an array of them (a copy with each
+    array field replaced by its ``i``-th entry; the plans are frozen dataclasses of plain
+    fields, so no ``__init__`` need run again)."""
+    out = copy.copy(plan)
+    for name, value in vars(out).items():
         if is_dataclass(value):
-            changes[f.name] = _plan_at(value, i)
+            vars(out)[name] = _plan_at(value, i)
         elif isinstance(value, np.ndarray):
-            changes[f.name] = int(value[i])
+            vars(out)[name] = int(value[i])
         elif isinstance(value, np.integer):
-            changes[f.name] = int(value)
-    return replace(plan, **changes)
+            vars(out)[name] = int(value)
+    return out
 
 
 def run(name: str, Q, K, V, M: int, *, scale: float | None = None, mask=None,

@@ -58,7 +58,8 @@ Lower bounds
   message of ``min(d sqrt(B/2), B/4)`` field elements is needed and the cache offers ``2M``),
   hence ``q >= M (ceil(N^2 / B) - 1)``. The lemma's constants are [SY]_'s; the exact division
   into epochs of ``M`` and the resulting constant are the book's. (What the book proves of it,
-  and for which programs, is in :func:`any_matmul_lower`.)
+  and for which programs, is in :func:`any_matmul_lower`: the compression theorem's ``N >= d``
+  is needed only for adaptive programs.)
 
 The derivation of each constant is written out in the book's chapters on lower bounds (the
 M-partition chapter for :func:`partition_lower`, the small-cache chapter for
@@ -319,9 +320,11 @@ def any_matmul_lower(N: int, d: int, M: int) -> int:
     multiplication included. It bounds programs with an ``M``-entry cache directly (the epochs
     count cache entries, not pebbles). The book proves it for oblivious programs (whose
     transfers do not depend on the data: Strassen's algorithm and every algorithm of this
-    package) over a field with at least ``N`` elements, and, when ``N >= d``, for self-contained
-    programs (each step decided by the cache's contents alone) over larger fields; for other
-    adaptive programs it relies on [SY]_. It bounds every program that computes (announces) each
+    package) over a field with at least ``N`` elements. For adaptive programs (whose steps may
+    depend on the data) it proves, when ``N >= d`` and over fields with at least
+    ``binom(N, d) + 3`` elements, the same bound with ``M + ceil(log_q T)`` in place of ``M``
+    inside the epoch count (``T`` the length of the longest run), which this function does not
+    evaluate; with ``M`` itself, for adaptive programs, it relies on [SY]_. It bounds every program that computes (announces) each
     entry of ``Q K^T``, whatever else it computes, so it holds for the backward pass as well when
     the backward forms every score in its cache, as ioattn's do.
     """

@@ -235,11 +235,12 @@ def test_masked_cost_stays_within_a_constant_of_the_sparse_bound(backward, name,
 @pytest.mark.parametrize("N", [512, 2048, 8192])
 def test_one_block_at_M_d_squared_does_not_grow_with_N(N):
     """A single 32 x 32 block, d = 32, M = d^2: the ratio was 33, 129, 513 before the output's
-    writes were counted in the bound; now it stays near 1."""
+    writes were counted in the bound; now it stays below 2 (forward) and 3 (backward: the
+    bound's 3 N d of output against the algorithms' 5 N d, which also read dO and O for D)."""
     d = 32
     mask = masks.Mask(_block(N, slice(0, 32), slice(0, 32)), N)
-    for backward in (False, True):
+    for backward, most in ((False, 2), (True, 3)):
         for name in ("flash", "square_tiling"):
             cost = _cost(name, N, d, d * d, backward, {}, mask=mask)
-            assert cost <= 2 * bounds.sparse_lower(N, d, d * d, 32 * 32, backward=backward,
-                                                   program=True)
+            assert cost <= most * bounds.sparse_lower(N, d, d * d, 32 * 32, backward=backward,
+                                                      program=True)

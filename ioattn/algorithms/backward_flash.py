@@ -75,6 +75,7 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -87,6 +88,8 @@ from .flash import _block
 @dataclass(frozen=True)
 class FlashBackwardPlan(Plan):
     """Block sizes of one FlashAttention backward run: ``B_r`` query rows, ``B_c`` key rows."""
+
+    clipped: ClassVar[dict] = {"B_r": "N", "B_c": "N"}        # see MatmulPlan.clipped
 
     B_r: int
     B_c: int

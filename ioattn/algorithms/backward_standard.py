@@ -154,6 +154,7 @@ class BackwardStandard(BackwardAlgorithm):
     name = "standard"
     summary = "standard attention backward: P, dP and dS materialised in slow memory"
     options = {}
+    mask_changes_cost = False          # a mask only sets entries of P to 0 in the cache
 
     # the forward's rule: every product takes plan_matmul's tiles
     min_M = Standard.min_M

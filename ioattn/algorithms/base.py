@@ -114,6 +114,8 @@ class Algorithm:
     name: ClassVar[str]
     summary: ClassVar[str]
     options: ClassVar[dict] = {}
+    #: False for a schedule whose I/O is the same under every mask (standard attention).
+    mask_changes_cost: ClassVar[bool] = True
 
     def min_M(self, d: int, **options) -> int:
         """The least M from which the block rule fits, for that M and every larger one."""

@@ -66,6 +66,7 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -80,6 +81,8 @@ VARIANTS = ("fa2", "fa1")
 @dataclass(frozen=True)
 class FlashPlan(Plan):
     """Block sizes of one FlashAttention run; ``R`` is the row step inside a query block."""
+
+    clipped: ClassVar[dict] = {"B_r": "N", "B_c": "N", "R": "N"}   # see MatmulPlan.clipped
 
     variant: str
     B_r: int

@@ -28,9 +28,12 @@ References
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import functools
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Callable
+from typing import Callable, ClassVar
 
 import numpy as np
 
@@ -67,6 +70,27 @@ def best_tile(m: int, n: int, M: int, extra_per_row: int = 0) -> tuple[int, int]
     ``M`` may be an integer array: then ``b_r`` and ``b_c`` are arrays, the rule applied to each
     ``M`` (``(0, 0)`` where no tile fits).
     """
+    if isinstance(M, np.ndarray):
+        return _best_tiles(m, n, extra_per_row, int(M[0]), M.size) if _is_range(M) else \
+            _best_tile(m, n, M, extra_per_row)
+    return _best_tile(m, n, M, extra_per_row)
+
+
+def _is_range(M: np.ndarray) -> bool:
+    return M.ndim == 1 and M.size > 1 and bool((np.diff(M) == 1).all())
+
+
+@functools.lru_cache(maxsize=16)
+def _best_tiles(m: int, n: int, extra_per_row: int, first: int, count: int):
+    """:func:`best_tile` for the consecutive ``M`` from ``first`` (kept: the products of square
+    tiling and of standard attention, forward and backward, share tiles)."""
+    tiles = _best_tile(m, n, np.arange(first, first + count, dtype=np.int64), extra_per_row)
+    for t in tiles:
+        t.flags.writeable = False
+    return tiles
+
+
+def _best_tile(m, n, M, extra_per_row):
     b = outer_product_side(M, extra_per_row)
     if not isinstance(b, np.ndarray) and b < 1:
         return 0, 0
@@ -115,6 +139,10 @@ def strip_width(b_r: int, b_c: int, M: int, extra_per_row: int = 0) -> int:
 class MatmulPlan:
     """A ``(m, k) @ (k, n)`` product with ``b_r x b_c`` output tiles and ``L``-wide strips."""
 
+    #: A side past its dimension cuts it into one block, like the dimension itself: what the
+    #: costs depend on is the clipped side (``ioattn.api.totals`` groups plans by it).
+    clipped: ClassVar[dict] = {"b_r": "m", "b_c": "n", "L": "k"}
+
     m: int
     k: int
     n: int
@@ -152,6 +180,22 @@ def products_io(*plans: MatmulPlan) -> tuple[int, int]:
     return sum(p.reads for p in plans), sum(p.writes for p in plans)
 
 
+_REMEMBERED: contextvars.ContextVar = contextvars.ContextVar("products", default=None)
+
+
+@contextlib.contextmanager
+def remembered_products():
+    """Within the block, :func:`product_io` under a mask remembers its answers, by the product's
+    clipped tiles and the mask's identity (the masks stay alive in the keys, so an identity is
+    never reused): one product recurs in many plans when ``ioattn.api.totals`` costs a range of
+    ``M``."""
+    token = _REMEMBERED.set({})
+    try:
+        yield
+    finally:
+        _REMEMBERED.reset(token)
+
+
 def product_io(plan: MatmulPlan, *, c_mask=None, a_mask=None, stats: int = 0
                ) -> tuple[int, int, int]:
     """Exact ``(reads, writes, peak)`` of :func:`tiled_product` with ``stats`` entries of row
@@ -166,6 +210,21 @@ def product_io(plan: MatmulPlan, *, c_mask=None, a_mask=None, stats: int = 0
     simulation; under the causal mask (or its transpose, :attr:`~ioattn.masks.Mask.triangle`)
     a sum over one block row or column (:func:`_triangle_product_io`).
     """
+    memo = _REMEMBERED.get()
+    if memo is None or (c_mask is None and a_mask is None):
+        return _product_io(plan, c_mask=c_mask, a_mask=a_mask, stats=stats)
+    m, k, n = plan.m, plan.k, plan.n
+    key = (m, k, n, min(plan.b_r, m), min(plan.b_c, n), min(plan.L, k), stats, id(c_mask),
+           id(a_mask))
+    if key not in memo:
+        memo[key] = (_product_io(plan, c_mask=c_mask, a_mask=a_mask, stats=stats),
+                     c_mask, a_mask)
+    return memo[key][0]
+
+
+def _product_io(plan: MatmulPlan, *, c_mask=None, a_mask=None, stats: int = 0
+                ) -> tuple[int, int, int]:
+    """:func:`product_io`, computed."""
     m, k, n = plan.m, plan.k, plan.n
     if c_mask is None and a_mask is None:
         return plan.reads, plan.writes, plan.footprint + stats * imin(plan.b_r, m)

@@ -69,6 +69,7 @@ class Standard(Algorithm):
     name = "standard"
     summary = "standard attention: S and P materialised in slow memory"
     options = {}
+    mask_changes_cost = False          # a mask only sets scores to -inf in the cache
 
     def min_M(self, d):
         return 3
