@@ -149,6 +149,11 @@ def test_pebble_page_has_the_stepper_and_the_table(built):
     assert f"move 0 of {len(moves)}: start" in text
 
     tables = re.findall(r"<table.*?</table>", text, re.S)
+    games = [t for t in tables if "most red pebbles beyond the peak" in t]
+    assert len(games) == 1, "the table of every algorithm played as a game is missing"
+    for name in ("flash", "square_tiling", "standard"):
+        assert games[0].count(name) >= 2, f"{name} is not played forward and backward"
+    tables = [t for t in tables if "Q(G, M)" in t]
     assert len(tables) == 3, "the tables of optimum, algorithms and bounds are missing"
     for attention in tables[:2]:
         for heading in ("flash", "square tiling, blocked", "square tiling, outer", "partition",
