@@ -244,3 +244,16 @@ def test_one_block_at_M_d_squared_does_not_grow_with_N(N):
             cost = _cost(name, N, d, d * d, backward, {}, mask=mask)
             assert cost <= most * bounds.sparse_lower(N, d, d * d, 32 * 32, backward=backward,
                                                       program=True)
+
+
+@pytest.mark.parametrize("backward, options", [(False, {"block": (3, 5)}),
+                                               (False, {"block": (3, 5), "variant": "fa1"}),
+                                               (True, {"block": (3, 5)})])
+def test_totals_with_an_explicit_block(backward, options):
+    """A fixed block: only FA1's row step R still follows M."""
+    lo = ioattn.min_M("flash", 4, backward=backward, **options)
+    Ms = np.arange(lo, lo + 300)
+    for extra in ({}, {"mask": masks.causal(20)}):
+        got = ioattn.totals("flash", 20, 4, Ms, backward=backward, **options, **extra)
+        assert got.tolist() == [_cost("flash", 20, 4, int(M), backward, options, **extra)
+                                for M in Ms]
