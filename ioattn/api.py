@@ -171,22 +171,22 @@ def totals(name: str, N: int, d: int, Ms, *, backward: bool = False, **options) 
         return np.zeros(0, dtype=np.int64)
     # the plan at the largest M checks the options, the mask and save_lse once
     first = algo.plan(N, d, as_count(int(Ms.max()), "M"), **options)
+    opts = algo.check_options(_own_options(options))
     least = int(Ms.min())
-    if least < algo.min_M(d, **algo.check_options(_own_options(options))):
+    if least < algo.min_M(d, **opts):
         algo.plan(N, d, as_count(least, "M"), **options)      # raises, naming the least M
     if N * N * max(N, d) >= _INT64_SAFE:
         return np.array([algo.cost(algo.plan(N, d, int(M), **options)).total for M in Ms],
                         dtype=object)
     out = np.empty(Ms.shape, dtype=np.int64)
-    opts = algo.check_options(_own_options(options))
-    known: dict = {}
     with remembered_products():
-        _fill(out, algo, N, d, Ms, opts, first, known)
+        _fill(out, algo, N, d, Ms, opts, first)
     return out
 
 
-def _fill(out, algo, N, d, Ms, opts, first, known) -> None:
+def _fill(out, algo, N, d, Ms, opts, first) -> None:
     """:func:`totals`' loop over chunks of ``Ms``."""
+    known: dict = {}                  # masked totals by plan, across chunks
     for start in range(0, Ms.size, _CHUNK):
         chunk = Ms[start:start + _CHUNK].astype(np.int64)
         p = algo.make_plan(N, d, chunk, **opts)

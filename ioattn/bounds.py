@@ -202,8 +202,9 @@ from .algorithms.base import BACKWARD, REGISTRY, ceil_div
 from .api import io_cost, plan, totals
 
 __all__ = [
-    "EXTRA_PEBBLES", "Crossover", "any_matmul_lower", "block_density", "block_sparse_Z", "cheapest", "crossovers",
-    "envelope", "lower_bound", "lower_curve", "matmul_lower", "order", "partition_lower", "reduction_lower", "regime",
+    "EXTRA_PEBBLES", "Crossover", "any_matmul_lower", "block_density", "block_sparse_Z",
+    "cheapest", "crossovers", "envelope", "lower_bound", "lower_curve", "matmul_lower", "order",
+    "partition_lower", "reduction_lower", "regime",
     "sparse_lower", "sparse_partition_lower", "sparse_reduction_lower", "sparse_trivial_lower",
     "trivial_lower", "upper_bound",
 ]
@@ -324,9 +325,10 @@ def any_matmul_lower(N: int, d: int, M: int) -> int:
     depend on the data) it proves, when ``N >= d`` and over fields with at least
     ``binom(N, d) + 3`` elements, the same bound with ``M + ceil(log_q T)`` in place of ``M``
     inside the epoch count (``T`` the length of the longest run), which this function does not
-    evaluate; with ``M`` itself, for adaptive programs, it relies on [SY]_. It bounds every program that computes (announces) each
-    entry of ``Q K^T``, whatever else it computes, so it holds for the backward pass as well when
-    the backward forms every score in its cache, as ioattn's do.
+    evaluate; with ``M`` itself, for adaptive programs, it relies on [SY]_. It bounds every
+    program that computes (announces) each entry of ``Q K^T``, whatever else it computes, so it
+    holds for the backward pass as well when the backward forms every score in its cache, as
+    ioattn's do.
     """
     N, d, M = _sizes(N, d, M)
     epochs = ceil_div(N * N * d * d, 8 * max(M * M, M * d * d))

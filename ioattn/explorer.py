@@ -130,7 +130,8 @@ def curves(N: int, d: int, Ms=None, names=None, options=None, *, backward: bool 
         (``io_cost(..., mask=ioattn.masks.causal(N))``, with the causal mask as
         :meth:`ioattn.masks.Mask.causal`, which
         gives the same counts faster), ``lower`` is :func:`ioattn.bounds.lower_curve` with
-        ``Z = N (N + 1) / 2`` computed scores (the sparse program bound, made monotone), ``lower_any`` is ``None`` at every ``M`` (no
+        ``Z = N (N + 1) / 2`` computed scores (the sparse program bound, made monotone),
+        ``lower_any`` is ``None`` at every ``M`` (no
         any-matrix-multiplication bound is stated for masked attention), and the crossovers are
         found as :func:`ioattn.bounds.crossovers` finds them, from the masked costs.
 

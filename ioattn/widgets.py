@@ -191,7 +191,8 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
         (lines[n],) = ax.plot([1], [1], color=colour, lw=1.8, label=boxes[n].description)
         (markers[n],) = ax.plot([1], [1], "o", color=colour, ms=8, mec="white", mew=1.2,
                                 animated=True)
-    (lines["lower"],) = ax.plot([1], [1], "k--", lw=1, label="lower bound for programs (standard matmul)")
+    (lines["lower"],) = ax.plot([1], [1], "k--", lw=1,
+                                label="lower bound for programs (standard matmul)")
     (lines["lower_any"],) = ax.plot([1], [1], "k:", lw=1, label="lower bound (any matmul)")
     d2_line = ax.axvline(1, color="k", lw=0.8, alpha=0.6)
     d2_text = ax.annotate("", (1, 1), xycoords=("data", "axes fraction"), xytext=(4, -14),

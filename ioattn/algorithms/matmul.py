@@ -40,7 +40,7 @@ import numpy as np
 from .._validate import as_count, as_matrix
 from ..masks import block_sizes
 from ..memory import IOCount, SlowArray, TwoLevelMemory
-from .base import ceil_div, imax, imin, isqrt, select
+from .base import ceil_div, imax, imin, isqrt
 
 __all__ = ["MatmulPlan", "MatmulResult", "plan_matmul", "matmul_cost", "run_matmul",
            "best_tile", "outer_product_side", "product_io", "products_io", "strip_width",
