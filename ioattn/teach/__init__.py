@@ -1,22 +1,22 @@
-"""Classroom assignments that grade themselves: variants per student, and a grader that recounts.
+"""Classroom assignments that grade themselves: variants per student, a grader out of reach.
 
-- :func:`check`: what the tests in an assignment's notebook call.
+- :func:`check`: the check a student runs on their own example data, in their notebook.
 - :func:`variant`: a student's parameters for an assignment (``ioattn assign``).
-- :mod:`ioattn.teach.grade`: grade submitted notebooks (``ioattn grade``);
-  :mod:`ioattn.teach.build`: make the student notebook and the autograder from the master
-  notebook with otter-grader, and each student's copy (``ioattn assign``).
-- :class:`Referee` and :class:`GradedMemory`: the memory model as the grader runs it, with counts
-  and values the submission cannot reach.
+- :mod:`ioattn.teach.grade`: grade submitted notebooks (``ioattn grade``). Each notebook runs in
+  a process of its own (:mod:`ioattn.teach.runner`); its tile programs (:mod:`ioattn.tiles`) run
+  against machines in the grader's process (:mod:`ioattn.teach.referee`), which holds the hidden
+  data and decides every score.
+- :mod:`ioattn.teach.build`: the student notebooks (``ioattn assign``).
+- :mod:`ioattn.teach.similarity`: pairs of near-identical answers across a class.
 
 >>> v = variant("matmul", "ada")
->>> sorted(v.params) == ["M", "SEED", "k", "m", "n"]
+>>> sorted(v.params) == ["FORM", "M", "SEED", "k", "m", "n"]
 True
 """
 
 from .assignments import ORDER, REGISTRY, get
 from .checks import check
 from .judge import GradingFailure
-from .memory import KINDS, GradedMemory, Referee
 from .report import Report
 from .variants import Variant, check_student_id
 
@@ -31,5 +31,5 @@ def assignments() -> list[str]:
     return [name for name in ORDER if name in REGISTRY]
 
 
-__all__ = ["GradedMemory", "GradingFailure", "KINDS", "Referee", "Report", "Variant", "assignments",
-           "check", "check_student_id", "get", "variant"]
+__all__ = ["GradingFailure", "Report", "Variant", "assignments", "check", "check_student_id",
+           "get", "variant"]

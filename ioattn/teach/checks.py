@@ -1,38 +1,35 @@
-"""The entry point of every test in the assignments' notebooks: :func:`check`."""
+"""The check a student runs in their notebook: :func:`check`, on their own example data.
+
+It runs the same code as the grader, in the student's own process, with their variant's example
+data (which is in their notebook anyway). The grade comes from ``ioattn grade``, which runs the
+notebook in a process of its own against hidden data (:mod:`ioattn.teach.referee`).
+"""
 
 from __future__ import annotations
 
-import secrets
-import zlib
-
 import numpy as np
 
-from . import session
+from .answers import LocalAnswers
 from .assignments import Context, get
-from .judge import GradingFailure
 from .variants import student_seed
 
 __all__ = ["check"]
 
 
-def check(assignment: str, question: str, /, *, student: str | None = None, course: str = "",
+def check(assignment: str, question: str, /, *, student: str, course: str = "",
           **answers) -> str:
-    """Check a notebook's answers to one question; return a summary or raise.
+    """Check a notebook's answers to one question on the student's own example data.
 
     Parameters
     ----------
     assignment, question : str
         E.g. ``"matmul"``, ``"q1"``.
-    student : str, optional
-        Given: the public check a student runs on their own notebook, with the example data of
-        ``student``'s variant. Omitted: the hidden check, for the student of the grading session
-        that ``ioattn grade`` started (outside a session: a preview for the student
-        ``"example"`` with fresh hidden data).
+    student : str
+        Whose variant (the notebook's ``STUDENT``).
     course : str
-        The course name the variants were made with (public checks only; the session has it).
+        The course the variants were made for (the notebook's ``COURSE``).
     **answers
-        The notebook's answers by name, e.g. ``tiled_matmul=tiled_matmul`` (``None`` for a
-        name the notebook does not define).
+        The notebook's answers by name, e.g. ``tiled_matmul=tiled_matmul``.
 
     Returns
     -------
@@ -48,22 +45,6 @@ def check(assignment: str, question: str, /, *, student: str | None = None, cour
     q = spec.question(question)
     if q.manual:
         raise ValueError(f"{assignment} {question} is graded by a person, not by check()")
-    s = session.current()
-    if student is not None:
-        variant = spec.variant(student, course)
-        ctx = Context(variant, True, np.random.default_rng(student_seed(assignment, student,
-                                                                        course)))
-    else:
-        if s is None:
-            who, seed, course = "example", secrets.randbits(63), course
-        elif s.assignment != assignment:
-            raise GradingFailure([("error", f"this notebook is graded as {s.assignment!r}, but "
-                                   f"its tests are for {assignment!r}")])
-        else:
-            who, seed, course = s.student, s.seed, s.course
-        ctx = Context(spec.variant(who, course), False,
-                      np.random.default_rng([seed, zlib.crc32(question.encode())]))
-    if s is not None and s.blocked:
-        raise GradingFailure([("blocked", b) for b in s.blocked])
-    with session.privileged():
-        return spec.check(question, answers, ctx)
+    variant = spec.variant(student, course)
+    ctx = Context(variant, True, np.random.default_rng(student_seed(assignment, student, course)))
+    return spec.check(question, LocalAnswers(answers), ctx)

@@ -55,47 +55,63 @@ def add_commands(sub) -> None:
     from . import assignments
 
     names = ", ".join(assignments())
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--course", type=_course, default="", metavar="NAME",
-                        help="course name: variants depend on it too (default: none)")
-    common.add_argument("--out", type=Path, metavar="DIR",
-                        help="where generated files go (default: _build/assignments)")
-    common.add_argument("--masters", type=Path, metavar="DIR",
-                        help="folder of master notebooks (default: the repository's "
-                             "book/assignments/masters)")
-
-    a = sub.add_parser("assign", parents=[common],
-                       help="make the student notebooks of an assignment, one per student",
-                       description="Generate the student version and the autograder of an "
-                       "assignment from its master notebook (otter-grader), and each student's "
-                       f"own copy with their parameters. Assignments: {names}.")
+    a = sub.add_parser("assign", help="make the student notebooks of an assignment, one per "
+                       "student", description="Write the student notebook of an assignment and "
+                       "each student's own copy, with their parameters and a record of whose it "
+                       f"is. Assignments: {names}.")
     a.add_argument("assignment", type=_assignment, help=f"one of: {names}")
     a.add_argument("--student", type=_student, action="append", default=[], metavar="ID",
                    help="a student id (repeatable)")
     a.add_argument("--roster", type=Path, metavar="FILE",
                    help="a file of student ids, one per line ('#' starts a comment)")
+    a.add_argument("--course", type=_course, default="", metavar="NAME",
+                   help="course name: variants depend on it too (default: none)")
+    a.add_argument("--out", type=Path, default=Path("assignments"), metavar="DIR",
+                   help="where the notebooks go (default: ./assignments)")
+    a.add_argument("--masters", type=Path, metavar="DIR",
+                   help="your private folder of notebooks with solutions (DIR/<name>.md; the "
+                        "solutions are cut); default: the notebooks shipped with ioattn")
     a.add_argument("--json", action="store_true", help="print the variants as JSON")
 
-    g = sub.add_parser("grade", parents=[common],
-                       help="grade a submitted notebook (or a folder of them) locally",
-                       description="Grade submissions locally, without Docker: each notebook "
-                       "runs in a fresh kernel with the assignment's hidden tests, checked "
-                       "against the student's own variant. Exit status 0 when every submission "
-                       "was graded, whatever the scores; 1 when one could not be graded.")
+    g = sub.add_parser("grade", help="grade a submitted notebook (or a folder of them)",
+                       description="Grade submissions on this machine: each notebook runs in a "
+                       "process of its own, with limits, and its answers are checked by this "
+                       "process on hidden data against the student's own variant. Exit status "
+                       "0 when every submission was graded, whatever the scores; 1 when one "
+                       "could not be.")
     g.add_argument("assignment", type=_assignment, help=f"one of: {names}")
     g.add_argument("submission", type=Path,
-                   help="a notebook, or a folder of <student>.ipynb (or <student>/"
-                        "<assignment>.ipynb)")
+                   help="a notebook, or a folder of them (<student>.ipynb, <student>/<name>"
+                        ".ipynb, or any names: each notebook records its student)")
     g.add_argument("--student", type=_student, metavar="ID",
-                   help="whose variant to check a single notebook against (default: the id "
-                        "the notebook declares)")
+                   help="whose notebook a single file is (default: the student it records; "
+                        "given, it must agree)")
+    g.add_argument("--course", type=_course, metavar="NAME",
+                   help="the course the notebooks were made for (default: what each records; "
+                        "given, it must agree)")
     g.add_argument("--json", action="store_true", help="print the reports as JSON")
     g.add_argument("--csv", type=Path, metavar="FILE", help="also write a score sheet (CSV)")
     g.add_argument("--seed", type=_seed, help="grading seed, to repeat a grading exactly")
     g.add_argument("--jobs", type=_positive, default=1, metavar="N",
                    help="grade N notebooks at a time (default 1)")
-    g.add_argument("--timeout", type=_positive, default=900, metavar="SECONDS",
-                   help="time limit per notebook (default 900)")
+    g.add_argument("--timeout", type=_positive, default=300, metavar="SECONDS",
+                   help="time the notebook's cells may take (default 300; each graded call "
+                        "has its own limit)")
+    g.add_argument("--memory", type=_positive, default=4096, metavar="MB",
+                   help="memory the notebook's process may use (default 4096)")
+    g.add_argument("--similar", type=_fraction, default=0.8, metavar="FRACTION",
+                   help="report pairs of submissions whose answer code is at least this "
+                        "similar (default 0.8)")
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {value}")
+    return value
 
 
 def run_command(args) -> int:
@@ -123,11 +139,11 @@ def _roster(path: Path) -> list[str]:
 
 def _assign(args) -> int:
     from . import variant
-    from .build import DEFAULT_OUT, build, personalize
+    from .build import build, personalize
 
     students = list(args.student) + (_roster(args.roster) if args.roster else [])
     built = build(args.assignment, args.out, masters=args.masters)
-    folder = Path(args.out if args.out is not None else DEFAULT_OUT) / args.assignment / "students"
+    folder = built.folder / "students"
     rows = []
     for student in dict.fromkeys(students):
         v = variant(args.assignment, student, args.course)
@@ -135,11 +151,9 @@ def _assign(args) -> int:
         rows.append({"student": student, "notebook": str(path), "params": v.params})
     if args.json:
         print(json.dumps({"assignment": args.assignment, "course": args.course,
-                          "student_version": str(built.student),
-                          "autograder": str(built.autograder), "students": rows}, indent=2))
+                          "student_version": str(built.student), "students": rows}, indent=2))
         return 0
     print(f"student version: {built.student}")
-    print(f"autograder:      {built.autograder}")
     for row in rows:
         shown = ", ".join(f"{k} = {v}" for k, v in row["params"].items() if k != "EDGES")
         print(f"{row['student']}: {row['notebook']}  ({shown})")
@@ -152,29 +166,58 @@ def _grade(args) -> int:
     from .grade import find_submissions, grade, grade_many
     from .report import csv_table
 
+    limits = {"notebook_time": float(args.timeout), "memory": int(args.memory) << 20}
+    problems = []
     if args.submission.is_dir():
         if args.student:
             raise ValueError("--student names the student of one notebook; a folder's "
-                             "notebooks are named after their students")
-        pairs = find_submissions(args.submission, args.assignment)
-        if not pairs:
+                             "notebooks record their students")
+        pairs, problems = find_submissions(args.submission, args.assignment)
+        if not pairs and not problems:
             raise FileNotFoundError(f"no notebooks in {args.submission}")
         reports = grade_many(args.assignment, pairs, jobs=args.jobs, seed=args.seed,
-                             course=args.course, out=args.out, masters=args.masters,
-                             timeout=args.timeout)
+                             course=args.course, **limits)
     else:
         if not args.submission.is_file():
             raise FileNotFoundError(f"no submission at {args.submission}")
+        pairs = [(args.student, args.submission)]
         reports = [grade(args.assignment, args.submission, student=args.student, seed=args.seed,
-                         course=args.course, out=args.out, masters=args.masters,
-                         timeout=args.timeout)]
+                         course=args.course, **limits)]
+    similar = _similar(args.assignment, pairs, args.similar) if len(pairs) > 1 else []
     if args.json:
         data = [r.to_dict() for r in reports]
-        print(json.dumps(data if args.submission.is_dir() else data[0], indent=2))
+        if args.submission.is_dir():
+            print(json.dumps({"reports": data, "problems": problems,
+                              "similar": [vars(p) for p in similar]}, indent=2))
+        else:
+            print(json.dumps(data[0], indent=2))
     else:
         print("\n\n".join(r.text() for r in reports))
+        for line in problems:
+            print(f"not graded: {line}")
+        for pair in similar:
+            print(f"similar: {pair.text()}")
     if args.csv:
         args.csv.write_text(csv_table(reports), encoding="utf-8")
         if not args.json:
             print(f"scores written to {args.csv}")
-    return 1 if any(r.error for r in reports) else 0
+    return 1 if problems or any(r.error for r in reports) else 0
+
+
+def _similar(assignment: str, pairs, threshold: float) -> list:
+    """Pairs of students whose answer code is near-identical (:mod:`ioattn.teach.similarity`),
+    the shipped notebook's own code not counted."""
+    from .build import notebook_source
+    from .similarity import answer_code, similar_pairs
+
+    codes = {}
+    for student, path in pairs:
+        try:
+            codes[student or path.stem] = answer_code(path)
+        except (OSError, ValueError):
+            continue
+    import jupytext
+
+    template = jupytext.read(notebook_source(assignment))
+    starter = "\n".join(c.source for c in template.cells if c.cell_type == "code")
+    return similar_pairs(codes, threshold=threshold, starter=starter)

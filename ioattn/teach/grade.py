@@ -1,46 +1,55 @@
-"""Grade submitted notebooks locally: otter-grader's Otter Run, no Docker, one process each.
+"""Grade submitted notebooks: each in a process of its own, checked by the grader's process.
 
 For each submission :func:`grade`
 
-1. builds the assignment's autograder from its master notebook (:func:`ioattn.teach.build`), or
-   reuses it;
-2. puts one cell before the submission's own, which starts the grading session
-   (:mod:`ioattn.teach.session`): the student's id, taken from the instructor and never from the
-   notebook, and a fresh random seed for the hidden data (``seed=`` repeats a grading);
-3. runs Otter Run on it in a separate process (:mod:`ioattn.teach.worker`), with a time limit;
-4. turns otter's results into a :class:`~ioattn.teach.report.Report`: each question's score and,
-   for each one that lost points, the reasons the hidden tests gave.
+1. reads the notebook and the assignment, student and course its metadata records, and refuses
+   one whose record disagrees with the instructor's (``--student``, ``--course``);
+2. starts the notebook's code cells in a process of its own (:class:`~ioattn.teach.referee.
+   Submission`), with time and memory limits, never given the grading seed or any data;
+3. runs each question's check in this process: the checks ask the notebook's process for values
+   and for runs of its tile programs, whose every request a machine here carries out on hidden
+   data drawn from a fresh seed (``seed=`` repeats a grading);
+4. reports each question's score and, for one that lost points, the reasons, with the errors the
+   notebook's cells raised.
 
-The submission runs with the grader's own rights, in its own process: see
-:mod:`ioattn.teach.memory` for what that does and does not protect.
+A question whose call ran out of time, or during which the notebook's process ended, gets 0
+with the reason; the questions before it keep their scores and the ones after it start the
+notebook again.
 """
 
 from __future__ import annotations
 
-import json
 import secrets
-import subprocess
-import sys
-import tempfile
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .assignments import get
-from .build import build, declared_student
+import numpy as np
+
+from .answers import Unsendable
+from .assignments import Context, get
+from .judge import GradingFailure, reason
+from .referee import MEMORY, NOTEBOOK_TIME, Crashed, Submission, TimedOut, isolation, protect
 from .report import QuestionScore, Report
-from .variants import check_student_id
+from .variants import check_course, check_student_id
 
-__all__ = ["find_submissions", "grade", "grade_many", "SESSION_TAG"]
+__all__ = ["CHECK_TAG", "find_submissions", "grade", "grade_many", "notebook_record"]
 
-#: Tag of the cell the grader puts first; a submission's own cells with this tag are dropped.
-SESSION_TAG = "ioattn-grader"
-#: Seconds a submission may run in all, by default.
-TIMEOUT = 900
+#: Cells with this tag are the student's own checks: the grader does not run them.
+CHECK_TAG = "check"
+
+
+def notebook_record(nb) -> dict:
+    """What a notebook made by ``ioattn assign`` records: ``{"assignment", "student",
+    "course"}`` (empty for a notebook without the record)."""
+    meta = nb.metadata.get("ioattn", {})
+    return {k: meta[k] for k in ("assignment", "student", "course")
+            if isinstance(meta, dict) and isinstance(meta.get(k), str)}
 
 
 def grade(assignment: str, submission, *, student: str | None = None, seed: int | None = None,
-          course: str = "", out=None, masters=None, timeout: float = TIMEOUT,
-          built=None) -> Report:
+          course: str | None = None, notebook_time: float = NOTEBOOK_TIME,
+          memory: int = MEMORY) -> Report:
     """Grade one submitted notebook of ``assignment``.
 
     Parameters
@@ -50,139 +59,158 @@ def grade(assignment: str, submission, *, student: str | None = None, seed: int 
     submission : path
         The student's ``.ipynb``.
     student : str, optional
-        Whose variant to check it against. Instructors always give it; without it, the id the
-        notebook declares is used (a student checking their own work).
+        Whose variant to check it against (default: the student the notebook records). Given,
+        it must agree with the record.
     seed : int, optional
         The grading seed (default: a fresh random one, reported).
-    course : str
-        The course name the variants were made with.
-    out, masters : path, optional
-        Where the autograder is built, and from which masters (see :func:`build`).
-    timeout : float
-        Seconds the whole notebook may run.
-    built : Built, optional
-        An autograder built already (for many submissions).
+    course : str, optional
+        The course the variants were made for (default: the notebook's record). Given, it must
+        agree with the record.
+    notebook_time : float
+        Seconds the notebook's cells may take to run (each call has its own limit too).
+    memory : int
+        Bytes of memory the notebook's process may use.
 
     Returns
     -------
     Report
         Per-question scores and reasons; ``report.error`` says why, if the notebook could not be
-        graded at all.
+        graded at all (then no question has a score).
     """
     spec = get(assignment)
-    built = built or build(assignment, out, masters=masters)
     path = Path(submission)
     seed = secrets.randbits(63) if seed is None else int(seed)
-    report = Report(assignment, student or "?", str(path), seed, course,
-                    [QuestionScore(q.name, q.title, q.points, None if q.manual else 0, q.manual)
+    report = Report(assignment, student or "?", str(path), seed, course or "",
+                    [QuestionScore(q.name, q.title, q.points, None, q.manual)
                      for q in spec.questions])
     try:
-        nb = _read(path, assignment)
-        report.declared = student is None
-        report.student = student = check_student_id(student or _declared(path))
+        nb = _read(path)
+        record = notebook_record(nb)
+        who, course = _identify(record, assignment, student, course, path)
     except (OSError, ValueError) as exc:
         report.error = str(exc)
         return report
-    with tempfile.TemporaryDirectory(prefix="ioattn-grade-") as tmp:
-        prepared = Path(tmp) / f"{assignment}.ipynb"
-        _prepare(nb, prepared, assignment, student, seed, course)
-        results = Path(tmp) / "results.json"
+    report.student, report.course, report.declared = who, course, student is None
+    report.isolation = isolation()
+    protect()
+    variant = spec.variant(who, course)
+    cells = [(n, c.source) for n, c in enumerate(nb.cells, 1)
+             if c.cell_type == "code" and CHECK_TAG not in c.get("metadata", {}).get("tags", [])]
+    with Submission(cells, notebook_time=notebook_time, memory=memory) as sub:
         try:
-            done = subprocess.run([sys.executable, "-m", "ioattn.teach.worker", str(prepared),
-                                   str(built.autograder), str(results)], capture_output=True,
-                                  text=True, timeout=timeout, cwd=tmp, check=False)
-        except subprocess.TimeoutExpired:
-            report.error = f"the notebook ran past the time limit of {timeout:g} s"
+            sub.start()
+        except (Crashed, TimedOut) as exc:
+            report.error = f"the notebook's cells did not finish: {exc}"
             return report
-        if not results.is_file():
-            report.error = f"the grader crashed: {done.stderr.strip()[-2000:]}"
-            return report
-        data = json.loads(results.read_text())
-    _fill(report, data)
+        report.cell_errors = [f"cell {e.get('cell')}: {e.get('error')}" for e in sub.cell_errors]
+        for q in report.questions:
+            if q.manual:
+                continue
+            rng = np.random.default_rng([seed, zlib.crc32(q.name.encode())])
+            ctx = Context(variant, False, rng)
+            q.score = 0
+            try:
+                q.summary = spec.check(q.name, sub, ctx)
+                q.score = q.points
+            except GradingFailure as f:
+                q.reasons = [reason(k, d) for k, d in f.reasons]
+                q.score = round(f.score * q.points, 6)
+            except TimedOut as exc:
+                q.reasons = [reason("time", str(exc))]
+            except Crashed as exc:
+                q.reasons = [reason("crash", str(exc))]
+            except Unsendable as exc:
+                q.reasons = [reason("wrong", str(exc))]
+        report.restarts = max(0, sub.starts - 1)
     return report
 
 
-def _read(path: Path, assignment: str):
+def _read(path: Path):
     import nbformat
 
     if not path.is_file():
         raise FileNotFoundError(f"no submission at {path}")
     try:
-        nb = nbformat.read(path, as_version=4)
+        return nbformat.read(path, as_version=4)
     except Exception as exc:                 # noqa: BLE001 (any unreadable file)
         raise ValueError(f"{path} is not a notebook ({type(exc).__name__}: {exc})") from None
-    declared = nb.metadata.get("otter", {}).get("assignment_name")
-    if declared != assignment:
-        raise ValueError(f"{path} is the notebook of assignment {declared!r}, not {assignment!r}")
-    return nb
 
 
-def _declared(path: Path) -> str:
-    who = declared_student(path)
-    if who is None:
-        raise ValueError(f"{path} does not say whose it is: pass --student")
-    return who
+def _identify(record: dict, assignment: str, student, course, path: Path) -> tuple[str, str]:
+    """The student and course to grade as, checked against the notebook's record."""
+    if record.get("assignment", assignment) != assignment:
+        raise ValueError(f"{path} is the notebook of assignment {record['assignment']!r}, not "
+                         f"{assignment!r}")
+    if student is None:
+        if "student" not in record:
+            raise ValueError(f"{path} does not record whose it is: pass --student")
+        student = record["student"]
+    student = check_student_id(student)
+    if "student" in record and record["student"] != student:
+        raise ValueError(f"{path} was made for student {record['student']!r}, not {student!r}: "
+                         "check the file name or --student")
+    if course is None:
+        course = record.get("course", "")
+    course = check_course(course)
+    if "course" in record and record["course"] != course:
+        raise ValueError(f"{path} was made for course {record['course']!r}, not {course!r}: "
+                         "check --course")
+    return student, course
 
 
-def _prepare(nb, target: Path, assignment: str, student: str, seed: int, course: str) -> None:
+def find_submissions(folder, assignment: str) -> tuple[list, list]:
+    """``(pairs, problems)``: ``(student, path)`` for every submission in ``folder``, and a line
+    for each file that could not be matched to one student.
+
+    A submission is ``<student>.ipynb`` in ``folder`` or ``<student>/<assignment>.ipynb`` one
+    level down (as ``ioattn assign`` lays them out). Names a learning-management system gives
+    (``ada (1).ipynb``, ``ada_late.ipynb``, ``ada-matmul.ipynb``) are matched by the student
+    the notebook records. A student with two submissions is a problem, not a silent choice.
+    """
     import nbformat
 
-    nb.cells = [c for c in nb.cells if SESSION_TAG not in c.get("metadata", {}).get("tags", [])]
-    source = ("import ioattn.teach.session\n"
-              f"ioattn.teach.session.start({assignment!r}, {student!r}, seed={seed}, "
-              f"course={course!r})")
-    cell = nbformat.v4.new_code_cell(source, metadata={"tags": [SESSION_TAG]})
-    nb.cells.insert(0, cell)
-    for c in nb.cells:                      # otter refuses notebooks whose cells lack ids
-        c.setdefault("id", secrets.token_hex(4))
-    nbformat.write(nb, target)
-
-
-def _fill(report: Report, data: dict) -> None:
-    if data.get("error") and not data.get("questions"):
-        report.error = data["error"]
-        return
-    for q in report.questions:
-        result = data["questions"].get(q.name)
-        if q.manual:
-            continue
-        if result is None:
-            q.reasons.append("Did not run: the question's tests did not run")
-            continue
-        q.score = result["score"]
-        for case in result["cases"]:
-            if case["hidden"] and not case["passed"]:
-                q.reasons += _reasons(case["message"])
-
-
-def _reasons(message: str) -> list[str]:
-    """The reasons in one of otter's failure messages (after the line of test code)."""
-    lines = message.splitlines()
-    body = "\n".join(lines[3:]) if len(lines) > 3 and lines[1].startswith("Error at") else message
-    if body.startswith("GradingFailure: "):
-        return body[len("GradingFailure: "):].splitlines()
-    return [f"Did not run: {body.strip()}"]
-
-
-def find_submissions(folder, assignment: str) -> list[tuple[str, Path]]:
-    """``(student, path)`` for every submission in ``folder``: ``<student>.ipynb`` files in it,
-    and ``<student>/<assignment>.ipynb`` one level down (as ``ioattn assign`` lays them out)."""
     folder = Path(folder)
-    found = {p.stem: p for p in sorted(folder.glob("*.ipynb"))}
-    for p in sorted(folder.glob(f"*/{assignment}.ipynb")):
-        found.setdefault(p.parent.name, p)
-    return sorted(found.items())
+    candidates = sorted(set(folder.glob("*.ipynb")) | set(folder.glob(f"*/{assignment}.ipynb"))
+                        | set(folder.glob("*/*.ipynb")))
+    found: dict[str, list] = {}
+    problems = []
+    for p in candidates:
+        try:
+            record = notebook_record(nbformat.read(p, as_version=4))
+        except Exception as exc:             # noqa: BLE001
+            problems.append(f"{p}: not a notebook ({type(exc).__name__})")
+            continue
+        who = record.get("student")
+        if record.get("assignment", assignment) != assignment:
+            problems.append(f"{p}: the notebook of assignment {record['assignment']!r}")
+            continue
+        if who is None:
+            name = p.parent.name if p.parent != folder else p.stem
+            try:
+                who = check_student_id(name)
+            except ValueError:
+                problems.append(f"{p}: records no student, and its name is not a student id")
+                continue
+        found.setdefault(who, []).append(p)
+    pairs = []
+    for who, paths in sorted(found.items()):
+        if len(paths) > 1:
+            problems.append(f"{who}: {len(paths)} submissions ({', '.join(map(str, paths))}); "
+                            "keep one and grade again")
+            continue
+        pairs.append((who, paths[0]))
+    return pairs, problems
 
 
 def grade_many(assignment: str, submissions, *, jobs: int = 1, seed: int | None = None,
-               course: str = "", out=None, masters=None, timeout: float = TIMEOUT) -> list[Report]:
+               course: str | None = None, notebook_time: float = NOTEBOOK_TIME,
+               memory: int = MEMORY) -> list[Report]:
     """Grade ``(student, path)`` pairs, ``jobs`` at a time; the reports in the same order."""
-    built = build(assignment, out, masters=masters)
 
     def one(pair):
         student, path = pair
-        return grade(assignment, path, student=student, seed=seed, course=course, built=built,
-                     timeout=timeout)
+        return grade(assignment, path, student=student, seed=seed, course=course,
+                     notebook_time=notebook_time, memory=memory)
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         return list(pool.map(one, list(submissions)))

@@ -6,7 +6,7 @@ import csv
 import io
 from dataclasses import asdict, dataclass, field
 
-from .memory import KINDS
+from .judge import KINDS
 
 __all__ = ["QuestionScore", "Report", "csv_table", "kind_of"]
 
@@ -31,6 +31,7 @@ class QuestionScore:
     score: float | None
     manual: bool = False
     reasons: list = field(default_factory=list)
+    summary: str = ""
 
     @property
     def kinds(self) -> list[str]:
@@ -51,10 +52,15 @@ class Report:
         The grading seed (hidden data and hidden instances); ``--seed`` repeats a grading.
     questions : list of QuestionScore
     error : str or None
-        Why the submission could not be graded at all (then every score is 0).
+        Why the submission could not be graded at all (then no question has a score).
     declared : bool
-        Whether the student id came from the notebook itself (no ``--student``): fine for a
-        student checking their own work, not for grading.
+        Whether the student id came from the notebook's record (no ``--student``).
+    cell_errors : list of str
+        The errors the notebook's cells raised when the grader ran them.
+    isolation : str
+        How the notebook's process was kept from the grader.
+    restarts : int
+        How many times the notebook was started again after a crash or a timeout.
     """
 
     assignment: str
@@ -65,6 +71,9 @@ class Report:
     questions: list = field(default_factory=list)
     error: str | None = None
     declared: bool = False
+    cell_errors: list = field(default_factory=list)
+    isolation: str = ""
+    restarts: int = 0
 
     @property
     def score(self) -> float:
@@ -86,19 +95,31 @@ class Report:
 
     def text(self) -> str:
         """The report as lines of text (what ``ioattn grade`` prints)."""
-        who = f"{self.student} (the id the notebook declares)" if self.declared else self.student
-        lines = [f"{self.assignment}: {who}  ({self.submission}; grading seed {self.seed})"]
+        who = f"{self.student} (the id the notebook records)" if self.declared else self.student
+        course = f", course {self.course}" if self.course else ""
+        lines = [f"{self.assignment}: {who}{course}  ({self.submission}; grading seed "
+                 f"{self.seed})"]
         if self.error:
             lines.append(f"  not graded: {self.error}")
+        for e in self.cell_errors:
+            lines.append(f"  error in {e}")
         width = max((len(q.title) for q in self.questions), default=0)
         for q in self.questions:
-            got = "graded by hand" if q.manual else f"{_num(q.score or 0)}/{_num(q.points)}"
+            if q.manual:
+                got = "graded by hand"
+            elif q.score is None:
+                got = "not graded"
+            else:
+                got = f"{_num(q.score)}/{_num(q.points)}"
             lines.append(f"  {q.name:<4}{q.title:<{width}}  {got}")
             for r in q.reasons:
                 lines += ["        " + line for line in r.splitlines()]
         manual = sum(q.points for q in self.questions if q.manual)
         extra = f" (+{_num(manual)} graded by hand)" if manual else ""
-        lines.append(f"  total {_num(self.score)}/{_num(self.possible)}{extra}")
+        if self.error:
+            lines.append("  total: not graded")
+        else:
+            lines.append(f"  total {_num(self.score)}/{_num(self.possible)}{extra}")
         return "\n".join(lines)
 
 
@@ -117,9 +138,11 @@ def csv_table(reports) -> str:
                 "reasons"])
     for r in reports:
         by_name = {q.name: q for q in r.questions}
-        scores = ["" if by_name[n].manual else _num(by_name[n].score or 0) for n in names]
+        scores = ["" if by_name[n].manual or by_name[n].score is None
+                  else _num(by_name[n].score) for n in names]
         reasons = " | ".join(f"{q.name}: {q.reasons[0].splitlines()[0]}"
                              for q in r.questions if q.reasons)
-        w.writerow([r.student, r.assignment, *scores, _num(r.score), _num(r.possible), r.seed,
+        total = "" if r.error else _num(r.score)
+        w.writerow([r.student, r.assignment, *scores, total, _num(r.possible), r.seed,
                     r.error or "", reasons])
     return out.getvalue()

@@ -95,6 +95,7 @@ class Variant:
             "# The grader derives them again from your id: changing them here changes nothing "
             "but your own checks.",
             f"STUDENT = {self.student!r}",
+            f"COURSE = {self.course!r}",
         ]
         lines += [f"{name} = {_literal(value)}" for name, value in self.params.items()]
         return "\n".join(lines)

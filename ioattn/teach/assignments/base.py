@@ -1,9 +1,9 @@
 """What an assignment is to the grader: questions, a variant rule, and the checks.
 
-Each assignment module defines one :class:`Assignment` subclass, registered by name. The master
-notebook in ``book/assignments/masters/<name>.md`` holds the statement, the starter code, the
-reference solution and the tests; its tests call :func:`ioattn.teach.check`, which finds the
-assignment here and runs the question's check against the student's variant.
+Each assignment module defines one :class:`Assignment` subclass, registered by name. Its student
+notebook (``ioattn/teach/notebooks/<name>.md``) holds the statement, the starter code and the
+student's own checks, which call :func:`ioattn.teach.check`; ``ioattn grade`` runs the same
+checks in the grader's process, on hidden data, through :mod:`ioattn.teach.referee`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..judge import fail
+from ..judge import fail, judge_outputs
 from ..variants import Variant, check_course, check_student_id, student_rng
 
 __all__ = ["Assignment", "Context", "Question", "REGISTRY", "get", "register"]
@@ -63,8 +63,6 @@ class Assignment:
         The short name (``ioattn grade NAME``) and the title of the statement page.
     questions : tuple of Question
         In order.
-    switched_off : dict
-        ``"module.function"`` -> advice, for functions the submission may not call while graded.
     answers : dict
         Question name -> the names, in the notebook, that its check takes.
     """
@@ -72,16 +70,16 @@ class Assignment:
     name: ClassVar[str]
     title: ClassVar[str]
     questions: ClassVar[tuple]
-    switched_off: ClassVar[dict] = {}
     answers: ClassVar[dict] = {}
 
     def parameters(self, rng: np.random.Generator) -> dict:
         """The public parameters of one variant, drawn from ``rng``."""
         raise NotImplementedError
 
-    def check(self, question: str, answers: dict, ctx: Context) -> str:
-        """Check ``answers`` for ``question``; return a one-line summary or raise
-        :class:`~ioattn.teach.judge.GradingFailure`."""
+    def check(self, question: str, answers, ctx: Context) -> str:
+        """Check the answers to ``question`` (an :class:`~ioattn.teach.answers.Answers`); return
+        a one-line summary or raise :class:`~ioattn.teach.judge.GradingFailure` (whose
+        ``score`` is the fraction of the points still earned)."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------ shared
@@ -107,57 +105,63 @@ class Assignment:
 
 
 class BudgetAssignment(Assignment):
-    """An assignment asking for one function that runs through the memory model, graded on
-    correctness (``q1``) and on an I/O budget (``q2``).
+    """An assignment asking for one tile program (:mod:`ioattn.tiles`), graded on correctness
+    (``q1``) and on an I/O budget (``q2``).
 
-    Subclasses set :attr:`function` (the name the notebook defines) and implement :meth:`grid`
-    (the ``(N, d, M)`` a variant is drawn from), :meth:`budget`, :meth:`_run` (one graded run:
-    returns the recounted ``IOCount`` or fails) and :meth:`_awkward` (hidden sizes of no special
-    shape). The hidden tests also run the function on fresh inputs and on sizes the student
-    never saw.
+    Subclasses set :attr:`function` (the name the notebook defines) and implement
+    :meth:`parameters`, :meth:`budget`, :meth:`problem` (the inputs, the output shapes and the
+    expected outputs of one instance) and :meth:`hidden` (sizes the student never saw). When
+    grading, both questions also run the program on hidden data of the student's own sizes and
+    on hidden sizes.
     """
 
     function: ClassVar[str]
+    #: Seconds one run of the program may take when grading.
+    time_limit: ClassVar[float] = 120.0
 
-    def grid(self) -> tuple:
+    def budget(self, p: dict) -> int:
         raise NotImplementedError
 
-    def budget(self, N: int, d: int, M: int) -> int:
+    def problem(self, p: dict, rng) -> tuple[dict, dict, dict]:
+        """``(inputs, output shapes, expected outputs)`` for parameters ``p``: the example data
+        of ``p["SEED"]`` when ``rng`` is ``None``, else data drawn from ``rng``."""
         raise NotImplementedError
 
-    def _run(self, fn, p: dict, ctx: Context, main: bool):
+    def hidden(self, p: dict, rng, question: str) -> dict:
+        """Parameters of a hidden instance for the student of ``p``: for ``q1`` (correctness)
+        sizes of no special shape, for ``q2`` (the budget) another instance of the student's
+        kind."""
         raise NotImplementedError
 
-    @staticmethod
-    def _awkward(rng) -> dict:
-        raise NotImplementedError
-
-    def parameters(self, rng):
-        grid = self.grid()
-        N, d, M = grid[int(rng.integers(len(grid)))]
-        return {"N": N, "d": d, "M": M, "SEED": int(rng.integers(2 ** 31))}
+    def describe(self, p: dict) -> str:
+        """The instance in words, for messages."""
+        return ", ".join(f"{k} = {v}" for k, v in p.items() if k != "SEED")
 
     def check(self, question, answers, ctx: Context) -> str:
-        fn = answers[self.function]
         p = ctx.params
-        if question == "q1":
-            self._run(fn, p, ctx, main=True)
-            if not ctx.public:
-                self._run(fn, self._awkward(ctx.rng), ctx, main=False)
-            return f"{self.function} is correct" + ("" if ctx.public else " (hidden inputs too)")
-        notes = [self._within(fn, p, ctx, main=True)]
+        runs = [(p, None if ctx.public else ctx.rng, "your sizes")]
         if not ctx.public:
-            notes.append(self._within(fn, self.parameters(ctx.rng), ctx, main=False))
-        return "; ".join(notes)
+            runs.append((self.hidden(p, ctx.rng, question), ctx.rng, "hidden sizes"))
+        notes = []
+        for params, rng, label in runs:
+            inputs, outputs, expected = self.problem(params, rng)
+            where = f"{label}{'' if rng is None else ', hidden data'}: {self.describe(params)}"
+            run = answers.run(self.function, params["M"], inputs, outputs,
+                              args=self.extra_args(params), time_limit=self.time_limit)
+            io = judge_outputs(run, expected, where=where)
+            if question == "q1":
+                notes.append(f"right on {label}")
+                continue
+            cap = self.budget(params)
+            if io.total > cap:
+                fail("budget", f"{self.function} moved {io.total:,} entries ({where}); the "
+                     f"budget is {cap:,}")
+            notes.append(f"{io.total:,} entries on {label} (budget {cap:,})")
+        return f"{self.function}: " + "; ".join(notes)
 
-    def _within(self, fn, p, ctx, main) -> str:
-        io = self._run(fn, p, ctx, main)
-        N, d, M = p["N"], p["d"], p["M"]
-        cap = self.budget(N, d, M)
-        if io.total > cap:
-            fail("budget", f"{self.function} moved {io.total:,} entries for N = {N}, d = {d}, "
-                 f"M = {M}; the budget is {cap:,}")
-        return f"{io.total:,} entries for N = {N}, d = {d}, M = {M} (budget {cap:,})"
+    def extra_args(self, p: dict) -> tuple:
+        """Plain arguments passed after the arrays (none by default)."""
+        return ()
 
 
 REGISTRY: dict[str, Assignment] = {}

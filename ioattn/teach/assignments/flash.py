@@ -1,16 +1,18 @@
-"""Assignment 2: FlashAttention's forward pass with the online softmax, within an I/O budget.
+"""Assignment 2: masked FlashAttention's forward pass as a tile program, within an I/O budget.
 
-The student writes ``flash_attention(mem, Q, K, V, O)``, computing ``O = softmax(Q K^T / sqrt(d))
-V`` for ``N x d`` inputs in slow memory through a cache of ``mem.M`` entries. The budget is a
-quarter more than the exact count of ioattn's FlashAttention-2 schedule at the same ``M``
-(``ioattn.io_cost("flash", N, d, M)``, whose query block is as large as the cache allows): a
-schedule that streams ``K`` and ``V`` once per query block and keeps that block as large as it
-can fits; one with a query block of ``M / 4d`` rows (the block rule of the first FlashAttention
-paper), square blocks, or a two-pass softmax that reads ``K`` twice does not.
+The student writes the tile program ``flash_attention(mem, Q, K, V, O)`` (:mod:`ioattn.tiles`),
+which computes masked attention ``O = softmax(Q K^T / sqrt(d) + B) V`` (``B_ij = 0`` where query
+``i`` attends to key ``j``, ``-inf`` elsewhere) for ``N x d`` inputs in slow memory through a
+cache of ``mem.M`` entries, with the online softmax. The mask is the variant's own (:data:`MASKS`):
+causal, a causal sliding window of ``W`` keys, or a prefix-LM mask whose first ``W`` keys every
+query sees. The budget is a quarter more than the exact count of ioattn's block-sparse
+FlashAttention-2 schedule with the same mask at the same ``M``
+(``ioattn.io_cost("flash", N, d, M, mask=mask)``), which visits only the blocks the mask leaves
+nonempty: a program that streams the keys a query block needs once per block, with the query
+block as large as the cache allows, fits (a test runs one on every variant).
 
-Variants: ``d`` in {8, 12, 16}, ``N`` in {96, 128, 160, 192}, and ``M`` with a largest query
-block of 6 to 12 rows, kept only where the budget tells those schedules apart (a natural schedule
-with two more scratch rows than ioattn's fits; the three above do not); a test checks the grid.
+Variants: the mask and ``W``; ``d`` in {8, 12, 16}, ``N`` in {96, 128, 160, 192}, and ``M`` with a
+largest query block of 6 to 12 rows (the grid of :func:`grid`).
 """
 
 from __future__ import annotations
@@ -19,25 +21,39 @@ from functools import lru_cache
 
 import numpy as np
 
-from ... import bounds
 from ...algorithms.base import ceil_div
 from ...api import io_cost
 from .base import BudgetAssignment, Question, register
-from .trial import run_trial
 
-__all__ = ["Flash", "attention", "budget", "example_inputs", "grid"]
+__all__ = ["Flash", "MASKS", "attention", "budget", "example_inputs", "grid", "mask_of"]
 
 
-def attention(Q, K, V) -> np.ndarray:
-    """``softmax(Q K^T / sqrt(d)) V`` in float64 NumPy, the row maximum subtracted."""
+#: The masks a variant asks for: name -> whether query ``i`` attends to key ``j`` (given ``W``).
+MASKS = {
+    "causal": lambda i, j, W: j <= i,
+    "window": lambda i, j, W: (j <= i) & (j > i - W),
+    "prefix": lambda i, j, W: (j <= i) | (j < W),
+}
+
+
+def mask_of(p: dict) -> np.ndarray:
+    """The variant's ``N x N`` boolean mask."""
+    i, j = np.ogrid[:p["N"], :p["N"]]
+    return MASKS[p["MASK"]](i, j, p["W"])
+
+
+def attention(Q, K, V, mask=None) -> np.ndarray:
+    """``softmax(Q K^T / sqrt(d) + B) V`` in float64 NumPy (every row attends to a key)."""
     S = (Q @ K.T) / np.sqrt(Q.shape[1])
+    if mask is not None:
+        S = np.where(mask, S, -np.inf)
     P = np.exp(S - S.max(axis=1, keepdims=True))
     return (P / P.sum(axis=1, keepdims=True)) @ V
 
 
-def budget(N: int, d: int, M: int) -> int:
-    """``floor(5/4 * io_cost("flash", N, d, M).total)``."""
-    return 5 * io_cost("flash", N, d, M).total // 4
+def budget(N: int, d: int, M: int, mask=None) -> int:
+    """``floor(5/4 * io_cost("flash", N, d, M, mask=mask).total)``."""
+    return 5 * io_cost("flash", N, d, M, mask=mask).total // 4
 
 
 def example_inputs(params: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -54,7 +70,10 @@ def _fa2_total(N: int, d: int, B_r: int) -> int:
 
 @lru_cache(maxsize=1)
 def grid() -> tuple:
-    """The ``(N, d, M)`` a variant is drawn from (see the module docstring)."""
+    """The ``(N, d, M)`` a variant is drawn from: ``M`` with a largest query block of 6 to 12
+    rows, kept where a quarter over FlashAttention-2's dense count tells apart a natural
+    schedule from one with the first paper's block rule, square blocks or a two-pass softmax
+    (the dense assignment's grid, which keeps ``M`` varied across students)."""
     out = []
     for d in (8, 12, 16):
         for N in (96, 128, 160, 192):
@@ -75,32 +94,39 @@ def grid() -> tuple:
 @register
 class Flash(BudgetAssignment):
     name = "flash"
-    title = "FlashAttention's forward pass within an I/O budget"
+    title = "Masked FlashAttention's forward pass as a tile program"
     questions = (
-        Question("q1", "O = softmax(QK^T/sqrt(d)) V, computed through the memory model", 2),
-        Question("q2", "I/O within 5/4 of FlashAttention-2's at the same M", 3),
+        Question("q1", "O = softmax(QK^T/sqrt(d) + B) V, computed by a tile program", 2),
+        Question("q2", "I/O within 5/4 of block-sparse FlashAttention-2's at the same M", 3),
     )
     answers = {"q1": ("flash_attention",), "q2": ("flash_attention",)}
     function = "flash_attention"
-    grid = staticmethod(grid)
-    budget = staticmethod(budget)
 
-    def _run(self, fn, p, ctx, main):
-        N, d, M = p["N"], p["d"], p["M"]
-        if ctx.public:
+    def parameters(self, rng):
+        g = grid()
+        N, d, M = g[int(rng.integers(len(g)))]
+        kind = tuple(MASKS)[int(rng.integers(len(MASKS)))]
+        W = int(rng.integers(N // 8, N // 2 + 1))
+        return {"MASK": kind, "W": W, "N": N, "d": d, "M": M,
+                "SEED": int(rng.integers(2 ** 31))}
+
+    def budget(self, p):
+        return budget(p["N"], p["d"], p["M"], mask_of(p))
+
+    def problem(self, p, rng):
+        N, d = p["N"], p["d"]
+        if rng is None:
             Q, K, V = example_inputs(p)
         else:
-            Q, K, V = (ctx.rng.standard_normal((N, d)) for _ in range(3))
-        trial = run_trial(fn, "flash_attention", M, {"Q": Q, "K": K, "V": V}, {"O": (N, d)},
-                          seed=int(ctx.rng.integers(2 ** 31)))
-        want = {"expected": attention(Q, K, V), "decoy": attention(*trial.decoys().values())}
-        if main and not ctx.public:
-            want["public"] = attention(*example_inputs(p))
-        return trial.judge({"O": want}, lower=bounds.lower_bound(N, d, M))
+            Q, K, V = (rng.standard_normal((N, d)) for _ in range(3))
+        expected = attention(Q, K, V, mask_of(p))
+        return {"Q": Q, "K": K, "V": V}, {"O": (N, d)}, {"O": expected}
 
-    @staticmethod
-    def _awkward(rng) -> dict:
-        """A length that is no multiple of a block, and a cache of no special size."""
+    def hidden(self, p, rng, question):
+        # the mask is the student's own: the same kind and W, on other sizes
+        if question == "q2":
+            return {**self.parameters(rng), "MASK": p["MASK"], "W": p["W"]}
         d = int(rng.integers(3, 10))
-        return {"N": int(rng.integers(33, 71)), "d": d, "M": int(rng.integers(8 * d, 20 * d + 1)),
-                "SEED": 0}
+        N = int(rng.integers(33, 71))
+        return {"MASK": p["MASK"], "W": p["W"], "N": N, "d": d,
+                "M": int(rng.integers(8 * d, 20 * d + 1)), "SEED": 0}

@@ -1,0 +1,319 @@
+"""The grader's side of a graded run: a notebook's process out of reach of the data.
+
+:class:`Submission` starts a notebook in a process of its own (:mod:`ioattn.teach.runner`) and
+is the :class:`~ioattn.teach.answers.Answers` the checks use while grading. Every value stays in
+the grader's process: a tile program's requests are carried out by a
+:class:`~ioattn.tiles.Machine` here, so its cache holds at most ``M`` entries by construction,
+nothing can be kept outside it, and its outputs are what its counted requests computed. The
+hidden data and the grading seed never leave this process.
+
+The notebook's process
+
+- gets one end of a socket pair and, over it, the code cells, and nothing else: no path, no
+  seed; it makes itself undumpable before it reads them, so notebooks graded at the same time
+  cannot read one another's;
+- runs under limits it cannot lift: address space (``RLIMIT_AS``), CPU seconds, no core files,
+  its own session (killed as a group);
+- runs as the unprivileged user ``nobody`` when the grader runs as root and ``nobody`` can run
+  its Python (:func:`as_nobody`; then it can read neither the grader's private files nor its
+  memory), in a fresh folder of its own;
+- cannot read this process's memory: :func:`protect` marks the grader undumpable
+  (``PR_SET_DUMPABLE`` 0), which also keeps ``/proc/<pid>/mem`` and ``ptrace`` from processes of
+  the same user.
+
+A call that runs past its time limit, or a process that ends (``os._exit``, a crash, the memory
+limit), fails the question it was answering with the reason; the next question starts the
+notebook again, so questions already answered keep their scores.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import json
+import os
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing.connection import Connection
+
+from ..tiles import Machine, TileError
+from ..memory import CacheOverflowError
+from .answers import Answers, Run, Unsendable, connect, decode
+from .protocol import ProtocolError, receive, send
+
+__all__ = ["Crashed", "Submission", "TimedOut", "isolation", "protect"]
+
+#: The unprivileged user a notebook runs as when the grader is root.
+NOBODY = 65534
+#: Default limits: seconds to run the notebook's cells, bytes of address space.
+NOTEBOOK_TIME, MEMORY = 300.0, 4 << 30
+#: The most tile requests one call may make.
+MAX_REQUESTS = 5_000_000
+
+
+class Crashed(RuntimeError):
+    """The notebook's process ended, or broke the protocol, while answering."""
+
+
+class TimedOut(RuntimeError):
+    """A call, or the notebook's cells, ran past the time limit."""
+
+
+def protect() -> bool:
+    """Make this process undumpable (``prctl(PR_SET_DUMPABLE, 0)``): processes of the same user
+    can no longer read its memory or trace it. ``True`` if it took effect."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(4, 0, 0, 0, 0) == 0            # PR_SET_DUMPABLE = 4
+    except (OSError, AttributeError):
+        return False
+
+
+@functools.lru_cache(maxsize=1)
+def as_nobody() -> bool:
+    """Whether notebooks run as ``nobody``: the grader is root and ``nobody`` can start this
+    Python and import ioattn (a Python under ``/root`` cannot be)."""
+    if os.geteuid() != 0:
+        return False
+    try:
+        done = subprocess.run([sys.executable, "-c", "import ioattn.teach.runner"],
+                              preexec_fn=_drop, capture_output=True, timeout=120, cwd="/",
+                              check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+def _drop() -> None:
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+
+
+def isolation() -> str:
+    """How the notebook's process is kept from the grader, in words (for reports)."""
+    if as_nobody():
+        user = "as the user nobody"
+    elif os.geteuid() == 0:
+        user = ("as root, since the user nobody cannot run this Python (install ioattn where "
+                "every user can read it to run notebooks as nobody)")
+    else:
+        user = "as the grader's own user (a grader run as root runs it as nobody)"
+    return f"a process of its own {user}, with limits on memory and time; the grader is undumpable"
+
+
+class Submission(Answers):
+    """One notebook, running in its own process, answering the checks' requests.
+
+    Parameters
+    ----------
+    cells : list of (int, str)
+        The notebook's code cells: number and source.
+    notebook_time : float
+        Seconds the cells may take to run.
+    memory : int
+        Bytes of address space the process may use.
+    """
+
+    graded = True
+
+    def __init__(self, cells, *, notebook_time: float = NOTEBOOK_TIME, memory: int = MEMORY):
+        self.cells = list(cells)
+        self.notebook_time = float(notebook_time)
+        self.memory = int(memory)
+        self.proc = None
+        self.conn = None
+        self.folder = None
+        self.cell_errors: list = []
+        self.output = ""
+        self.starts = 0
+
+    # ------------------------------------------------------------------ the process
+    def start(self) -> None:
+        """Start the notebook's process and run its cells (again, after a crash)."""
+        self.close()
+        self.starts += 1
+        self.folder = tempfile.mkdtemp(prefix="ioattn-run-")
+        root = as_nobody()
+        if root:
+            os.chown(self.folder, NOBODY, NOBODY)
+        ours, theirs = socket.socketpair()
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.folder,
+               "TMPDIR": self.folder, "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
+               "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "LANG": "C.UTF-8"}
+        limit = self.memory
+
+        def limits():                            # in the child, before it runs anything
+            os.setsid()
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            if root:
+                _drop()
+
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ioattn.teach.runner"], stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=self._stderr(), cwd=self.folder, env=env,
+            pass_fds=(theirs.fileno(),), preexec_fn=limits, close_fds=True)
+        theirs_fd = theirs.fileno()
+        self.conn = Connection(ours.detach())
+        try:
+            self.proc.stdin.write(json.dumps({"fd": theirs_fd}).encode())
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        theirs.close()
+        try:
+            send(self.conn, {"cells": self.cells})
+        except OSError:
+            self._crash("before it got its cells")
+        msg = self._wait(self.notebook_time, "running the notebook's cells")
+        if not isinstance(msg, dict) or not isinstance(msg.get("ready"), list):
+            raise Crashed("the notebook's process sent something other than its cells' results")
+        self.cell_errors = [e for e in msg["ready"] if isinstance(e, dict)]
+        self.output = str(msg.get("output", ""))
+
+    def _stderr(self):
+        self.errors = tempfile.TemporaryFile()
+        return self.errors
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None and self.conn is not None
+
+    def close(self) -> None:
+        """End the notebook's process and remove its folder."""
+        if self.conn is not None:
+            try:
+                send(self.conn, {"bye": True})
+            except OSError:
+                pass
+            self.conn.close()
+            self.conn = None
+        if self.proc is not None:
+            _kill(self.proc)
+            self.proc = None
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    # ------------------------------------------------------------------ Answers
+    def value(self, name):
+        self._ensure()
+        send(self.conn, {"value": name})
+        msg = self._wait(60.0, f"sending {name}")
+        if "unsendable" in msg:
+            raise Unsendable(str(msg["unsendable"]))
+        return decode(msg.get("value"))
+
+    def call(self, name, args=(), *, time_limit=60.0):
+        self._ensure()
+        send(self.conn, {"call": name, "args": list(args)})
+        msg = self._wait(time_limit, f"{name}{tuple(args)!r}")
+        return self._ended(name, msg)
+
+    def run(self, name, M, inputs, outputs, *, args=(), time_limit=60.0):
+        self._ensure()
+        machine = Machine(M, owner=name)
+        connect(machine, inputs, outputs)
+        result = Run(name, machine)
+        arrays = [[k, list(machine.slow[k].shape)] for k in (*inputs, *outputs)]
+        send(self.conn, {"run": name, "M": M, "arrays": arrays, "args": list(args)})
+        deadline = time.monotonic() + time_limit
+        while True:
+            msg = self._wait(deadline - time.monotonic(), f"{name}")
+            if "tile" not in msg:
+                break
+            if machine.requests >= MAX_REQUESTS:
+                self._crash(f"{name} made more than {MAX_REQUESTS:,} tile requests")
+            try:
+                reply = {"ok": machine.request(msg["tile"])}
+            except (TileError, CacheOverflowError) as exc:
+                reply = {"error": [type(exc).__name__, str(exc)]}
+            send(self.conn, reply)
+        result.returned, result.error = self._ended(name, msg)
+        result.seconds = float(msg.get("seconds", 0.0)) if isinstance(
+            msg.get("seconds"), (int, float)) else 0.0
+        return result
+
+    # ------------------------------------------------------------------ internals
+    def _ensure(self) -> None:
+        if not self.alive:
+            self.start()
+
+    def _ended(self, name, msg):
+        if "raised" in msg:
+            return None, str(msg["raised"])
+        if "unsendable" in msg:
+            return None, str(msg["unsendable"])
+        if "returned" in msg:
+            try:
+                return decode(msg["returned"]), None
+            except Unsendable as exc:
+                return None, f"{name} returned {exc}"
+        self._crash(f"{name}: an unexpected message from the notebook's process")
+
+    def _wait(self, seconds: float, what: str):
+        """The next message, within ``seconds``; the process is ended on a timeout or EOF."""
+        try:
+            ready = self.conn.poll(max(0.0, seconds))
+        except OSError:
+            ready = True
+        if not ready:
+            self.close()
+            raise TimedOut(f"{what} ran past the time limit of {_secs(seconds)}")
+        try:
+            msg = receive(self.conn)
+        except EOFError:
+            self._crash(f"while {what}")
+        except ProtocolError as exc:
+            self._crash(f"{exc} while {what}")
+        if not isinstance(msg, dict):
+            self._crash(f"a malformed message while {what}")
+        return msg
+
+    def _crash(self, what: str):
+        proc = self.proc
+        code = None
+        err = ""
+        if proc is not None:
+            try:
+                code = proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            if code is not None and getattr(self, "errors", None) is not None:
+                self.errors.seek(0)
+                err = self.errors.read().decode(errors="replace").strip()[-500:]
+        self.close()
+        how = "" if code is None else (f" (killed by signal {-code})" if code < 0
+                                       else f" (exit code {code})")
+        detail = f"; it said: {err}" if err else ""
+        raise Crashed(f"the notebook's process ended {what}{how}{detail}")
+
+
+def _kill(proc) -> None:
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _secs(seconds: float) -> str:
+    return f"{seconds:g} s" if seconds > 0 else "its time"
