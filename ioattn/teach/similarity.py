@@ -1,0 +1,228 @@
+"""Near-identical answer code across a class's submissions, found with copydetect.
+
+The comparison is `copydetect <https://github.com/blingenf/copydetect>`_'s (MIT; Lingenfelter), an
+implementation of the winnowing fingerprints of Schleimer, Wilkerson and Aiken, *Winnowing: local
+algorithms for document fingerprinting* (SIGMOD 2003), the method of Stanford's MOSS. copydetect
+tokenizes the code with Pygments and replaces every variable, attribute and function name by one
+letter, dropping whitespace and comments, so renaming, reformatting and commenting do not hide a
+copy; it then hashes every run of :data:`NOISE` characters of that token text (its
+``noise_t``) and counts the tokens of each submission that are covered by runs the other one has
+too. ioattn only chooses the inputs, combines copydetect's two scores into one and sorts; it does
+no fingerprinting of its own.
+
+A report for one assignment, from the students' notebooks and the student notebook they got::
+
+    starter = answer_code("_build/assignments/matmul/student/matmul.ipynb")
+    codes = {s: answer_code(f"submissions/{s}/matmul.ipynb", starter=starter) for s in ids}
+    for pair in similar_pairs(codes, starter=starter):
+        print(pair.text())
+
+A pair is a lead for a person to read, not proof: two students who both copied the same outside
+source look the same, and a copy rewritten line by line does not.
+
+>>> solution = '''
+... def tiled_matmul(mem, A, B, C):
+...     (m, k), n = A.shape, B.shape[1]
+...     for i in range(0, m, 4):
+...         for j in range(0, n, 4):
+...             acc = mem.allocate((min(4, m - i), min(4, n - j)))
+...             for l in range(0, k, 4):
+...                 a = mem.read(A, slice(i, i + 4), slice(l, l + 4))
+...                 b = mem.read(B, slice(l, l + 4), slice(j, j + 4))
+...                 acc += a @ b
+...                 mem.free(a, b)
+...             mem.write(C, acc, slice(i, i + 4), slice(j, j + 4))
+...             mem.free(acc)
+... '''
+>>> renamed = solution.replace("acc", "total").replace("mem", "memory")
+>>> [pair.text() for pair in similar_pairs({"ada": solution, "alan": renamed, "grace": ""})]
+['ada and alan: 100% similar']
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from numbers import Real
+from os import PathLike
+from pathlib import Path
+
+from .build import VARIANT_TAG, _need
+
+__all__ = ["MIN_TOKENS", "NOISE", "Pair", "answer_code", "similar_pairs"]
+
+#: copydetect's noise threshold ``k`` (its default): matches shorter than this many characters of
+#: tokenized code are ignored. The guarantee threshold is the same, so the winnowing window is 1
+#: and every k-gram is a fingerprint (copydetect's defaults too; classes are small).
+NOISE = 25
+#: A student whose own code (after the starter's is taken out) covers fewer characters of
+#: tokenized code than this is skipped: too little to tell a copy from a coincidence.
+MIN_TOKENS = 2 * NOISE
+#: At most this many lines of shared code go in :attr:`Pair.shared`.
+EXCERPT_LINES = 3
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two students whose answer code is near-identical.
+
+    Attributes
+    ----------
+    first, second : str
+        The students' ids, ``first < second``.
+    similarity : float
+        In [0, 1]: the smaller of copydetect's two directional scores, each the fraction of one
+        student's tokenized code (after the starter's is taken out) that is covered by
+        fingerprints the other student's code has too. The smaller one is the share of the
+        *less* covered submission, so a high value means each submission is mostly the other:
+        near-identical, as asked. (The larger score alone would flag a short answer that happens
+        to be contained in a long one; a copy padded with much code of one's own scores low and
+        needs a person reading the pairs just below the threshold.)
+    shared : str
+        A few lines of ``first``'s code from the longest stretch that both share ("" if none).
+    """
+
+    first: str
+    second: str
+    similarity: float
+    shared: str = ""
+
+    def text(self) -> str:
+        """One line for a report.
+
+        >>> Pair("ada", "alan", 0.968).text()
+        'ada and alan: 97% similar'
+        """
+        return f"{self.first} and {self.second}: {self.similarity:.0%} similar"
+
+
+def _starter_lines(starter) -> set[str]:
+    if starter is None:
+        return set()
+    if isinstance(starter, PathLike) or (isinstance(starter, str) and "\n" not in starter
+                                         and starter.endswith(".ipynb")):
+        starter = answer_code(starter)
+    if not isinstance(starter, str):
+        raise TypeError(f"starter must be a notebook path or its code as a str, "
+                        f"not {type(starter).__name__}")
+    return {line.strip() for line in starter.splitlines() if line.strip()}
+
+
+def answer_code(notebook_path, starter=None) -> str:
+    """The student's own code in a notebook.
+
+    Parameters
+    ----------
+    notebook_path : path
+        A Jupyter notebook (``.ipynb``, read with nbformat).
+    starter : path or str, optional
+        The notebook handed out (a path ending in ``.ipynb``), or its code as a str (for
+        example ``answer_code(student_notebook)``): lines of the notebook that, stripped of
+        indentation, are lines of the starter too are left out.
+
+    Returns
+    -------
+    str
+        The code cells' sources, in order and joined by blank lines, without the cell tagged
+        ``variant`` (each student's parameters) and without the starter's lines.
+    """
+    nbformat = _need("nbformat")
+    if not isinstance(notebook_path, (str, PathLike)):
+        raise TypeError(f"notebook_path must be a path, not {type(notebook_path).__name__}")
+    path = Path(notebook_path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no notebook at {path}")
+    given = _starter_lines(starter)
+    nb = nbformat.read(path, as_version=4)
+    cells = [c.source for c in nb.cells if c.cell_type == "code"
+             and VARIANT_TAG not in c.get("metadata", {}).get("tags", [])]
+    code = "\n\n".join(cells)
+    if given:
+        code = "\n".join(line for line in code.splitlines() if line.strip() not in given)
+    return code
+
+
+def _fingerprint(copydetect, name: str, code: str, boilerplate=None):
+    return copydetect.CodeFingerprint(f"{name}.py", NOISE, 1, boilerplate=boilerplate,
+                                      language="python", fp=io.StringIO(code))
+
+
+def _excerpt(code: str, slices) -> str:
+    """Whole lines around the longest slice of ``code`` that copydetect marked as shared."""
+    if len(slices) == 0 or len(slices[0]) == 0:
+        return ""
+    longest = max(range(len(slices[0])), key=lambda i: slices[1][i] - slices[0][i])
+    start, end = int(slices[0][longest]), int(slices[1][longest])
+    start = code.rfind("\n", 0, start) + 1
+    stop = code.find("\n", end)
+    lines = [line for line in code[start:None if stop < 0 else stop].splitlines()
+             if line.strip()]
+    return "\n".join(lines[:EXCERPT_LINES])
+
+
+def _check(codes, starter, threshold) -> None:
+    if not isinstance(codes, dict):
+        raise TypeError(f"codes must be a dict of student id -> answer code, "
+                        f"not {type(codes).__name__}")
+    for student, code in codes.items():
+        if not isinstance(student, str):
+            raise TypeError(f"codes' keys must be student ids (str), not {student!r}")
+        if not isinstance(code, str):
+            raise TypeError(f"codes[{student!r}] must be the answer code as a str, "
+                            f"not {type(code).__name__}")
+    if not isinstance(starter, str):
+        raise TypeError(f"starter must be the starter code as a str, not {type(starter).__name__}")
+    if isinstance(threshold, bool) or not isinstance(threshold, Real):
+        raise TypeError(f"threshold must be a number in (0, 1], not {threshold!r}")
+    if not 0 < threshold <= 1:                     # NaN too
+        raise ValueError(f"threshold must be in (0, 1], not {threshold!r}")
+
+
+def similar_pairs(codes: dict[str, str], *, starter: str = "",
+                  threshold: float = 0.8) -> list[Pair]:
+    """Every pair of students whose answer code is at least ``threshold`` similar.
+
+    Parameters
+    ----------
+    codes : dict of str to str
+        Student id -> answer code (Python; for example from :func:`answer_code`).
+    starter : str
+        Code every student was given (the student notebook's). copydetect drops the
+        fingerprints it has from every submission (its ``boilerplate``), so the starter's code
+        counts neither as shared nor towards a submission's length. (With a starter, copydetect
+        also counts a stretch repeated within one submission once, as its own report does.)
+    threshold : float
+        In (0, 1]: the least :attr:`Pair.similarity` reported.
+
+    Returns
+    -------
+    list of Pair
+        Most similar first (then by the ids). A student whose own code covers fewer than
+        :data:`MIN_TOKENS` characters of tokenized code (empty, or only the starter) is in no pair.
+
+    Raises
+    ------
+    TypeError, ValueError
+        For codes that are not a dict of str to str, a starter that is not a str, or a
+        threshold outside (0, 1].
+    """
+    _check(codes, starter, threshold)
+    copydetect = _need("copydetect")
+    boilerplate = None
+    if starter.strip():
+        boilerplate = sorted(set(_fingerprint(copydetect, "starter", starter).hashes))
+    prints = {}
+    for student in sorted(codes):
+        fingerprint = _fingerprint(copydetect, student, codes[student], boilerplate)
+        if fingerprint.token_coverage >= MIN_TOKENS:
+            prints[student] = fingerprint
+    students = list(prints)
+    pairs = []
+    for i, first in enumerate(students):
+        for second in students[i + 1:]:
+            _, scores, slices = copydetect.compare_files(prints[first], prints[second])
+            similarity = min(1.0, max(0.0, float(min(scores))))
+            if similarity >= threshold:
+                pairs.append(Pair(first, second, similarity,
+                                  _excerpt(prints[first].raw_code, slices[0])))
+    return sorted(pairs, key=lambda p: (-p.similarity, p.first, p.second))
