@@ -14,9 +14,10 @@ The notebook's process
   cannot read one another's;
 - runs under limits it cannot lift: address space (``RLIMIT_AS``), CPU seconds, no core files,
   its own session (killed as a group);
-- runs as the unprivileged user ``nobody`` when the grader runs as root and ``nobody`` can run
-  its Python (:func:`as_nobody`; then it can read neither the grader's private files nor its
-  memory), in a fresh folder of its own;
+- runs as the unprivileged user ``nobody`` when the grader runs as root: it loads Python,
+  NumPy, IPython and ioattn as root and gives root up for good before it reads the notebook
+  (then it can read neither the grader's private files nor its memory), in a fresh folder of
+  its own;
 - cannot read this process's memory: :func:`protect` marks the grader undumpable
   (``PR_SET_DUMPABLE`` 0), which also keeps ``/proc/<pid>/mem`` and ``ptrace`` from processes of
   the same user.
@@ -29,7 +30,6 @@ notebook again, so questions already answered keep their scores.
 from __future__ import annotations
 
 import ctypes
-import functools
 import json
 import os
 import resource
@@ -75,34 +75,10 @@ def protect() -> bool:
         return False
 
 
-@functools.lru_cache(maxsize=1)
-def as_nobody() -> bool:
-    """Whether notebooks run as ``nobody``: the grader is root and ``nobody`` can start this
-    Python and import ioattn (a Python under ``/root`` cannot be)."""
-    if os.geteuid() != 0:
-        return False
-    try:
-        done = subprocess.run([sys.executable, "-c", "import ioattn.teach.runner"],
-                              preexec_fn=_drop, capture_output=True, timeout=120, cwd="/",
-                              check=False)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return done.returncode == 0
-
-
-def _drop() -> None:
-    os.setgroups([])
-    os.setgid(NOBODY)
-    os.setuid(NOBODY)
-
-
 def isolation() -> str:
     """How the notebook's process is kept from the grader, in words (for reports)."""
-    if as_nobody():
-        user = "as the user nobody"
-    elif os.geteuid() == 0:
-        user = ("as root, since the user nobody cannot run this Python (install ioattn where "
-                "every user can read it to run notebooks as nobody)")
+    if os.geteuid() == 0:
+        user = "as the user nobody (it gives up root before it reads the notebook)"
     else:
         user = "as the grader's own user (a grader run as root runs it as nobody)"
     return f"a process of its own {user}, with limits on memory and time; the grader is undumpable"
@@ -140,7 +116,7 @@ class Submission(Answers):
         self.close()
         self.starts += 1
         self.folder = tempfile.mkdtemp(prefix="ioattn-run-")
-        root = as_nobody()
+        root = os.geteuid() == 0
         if root:
             os.chown(self.folder, NOBODY, NOBODY)
         ours, theirs = socket.socketpair()
@@ -153,8 +129,6 @@ class Submission(Answers):
             os.setsid()
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            if root:
-                _drop()
 
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ioattn.teach.runner"], stdin=subprocess.PIPE,
@@ -163,7 +137,7 @@ class Submission(Answers):
         theirs_fd = theirs.fileno()
         self.conn = Connection(ours.detach())
         try:
-            self.proc.stdin.write(json.dumps({"fd": theirs_fd}).encode())
+            self.proc.stdin.write(json.dumps({"fd": theirs_fd, "drop": root}).encode())
             self.proc.stdin.close()
         except BrokenPipeError:
             pass
