@@ -4,8 +4,20 @@ import numpy as np
 import pytest
 
 import ioattn
-from ioattn.tiles import (CacheOverflowError, Machine, Memory, TileError, col_index, exp, log,
-                          maximum, minimum, row_index, sqrt, where)
+from ioattn.tiles import (
+    CacheOverflowError,
+    Machine,
+    Memory,
+    TileError,
+    col_index,
+    exp,
+    log,
+    maximum,
+    minimum,
+    row_index,
+    sqrt,
+    where,
+)
 
 
 def _mem(M=64, **arrays):

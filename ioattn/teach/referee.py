@@ -42,8 +42,8 @@ import tempfile
 import time
 from multiprocessing.connection import Connection
 
-from ..tiles import Machine, TileError
 from ..memory import CacheOverflowError
+from ..tiles import Machine, TileError
 from .answers import Answers, Run, Unsendable, connect, decode
 from .protocol import ProtocolError, receive, send
 

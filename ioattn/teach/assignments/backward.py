@@ -7,7 +7,8 @@ entries), written to ``dQ, dK, dV``. The variant's mask ``B`` is none or causal.
 quarter more than the exact count of ioattn's FlashAttention-2 backward with the same mask at the
 same ``M`` (``ioattn.io_cost("flash", N, d, M, backward=True, mask=mask)``): a program that keeps
 ``dK_j, dV_j`` in the cache while ``Q, dO, L, D`` and ``dQ`` stream past, with ``K/V`` blocks as
-large as the cache allows, fits (a test runs one on every variant).
+large as the cache allows, fits (a test runs one at the least and greatest M of every
+``(N, d)`` of the grid, for both masks).
 
 Variants: the mask; ``d`` in {4, 8}, ``N`` in {48, 64, 80}, ``M`` with a largest ``K/V`` block of
 3 to 8 rows (the grid of :func:`grid`).

@@ -9,7 +9,8 @@ query sees. The budget is a quarter more than the exact count of ioattn's block-
 FlashAttention-2 schedule with the same mask at the same ``M``
 (``ioattn.io_cost("flash", N, d, M, mask=mask)``), which visits only the blocks the mask leaves
 nonempty: a program that streams the keys a query block needs once per block, with the query
-block as large as the cache allows, fits (a test runs one on every variant).
+block as large as the cache allows, fits (a test runs one at the least and greatest M of
+every (N, d) of the grid, for every mask, at the least and greatest W).
 
 Variants: the mask and ``W``; ``d`` in {8, 12, 16}, ``N`` in {96, 128, 160, 192}, and ``M`` with a
 largest query block of 6 to 12 rows (the grid of :func:`grid`).
