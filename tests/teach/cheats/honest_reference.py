@@ -1,0 +1,2 @@
+"""The reference solution as it is. Kind: honest (must get 5/5)."""
+# %% solution
