@@ -39,7 +39,8 @@ class Refused(RuntimeError):
 #: cannot read it can still use them).
 PRELOAD = ("abc", "bisect", "collections", "contextlib", "copy", "dataclasses", "decimal", "enum",
            "fractions", "functools", "heapq", "itertools", "json", "logging", "math", "numbers",
-           "operator", "pprint", "random", "re", "statistics", "string", "textwrap", "typing",
+           "operator", "pprint", "random", "re", "secrets", "hashlib", "statistics", "string",
+           "textwrap", "typing",
            "numpy", "ioattn", "ioattn.tiles", "ioattn.teach")
 
 
