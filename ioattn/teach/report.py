@@ -103,6 +103,9 @@ class Report:
             lines.append(f"  not graded: {self.error}")
         for e in self.cell_errors:
             lines.append(f"  error in {e}")
+        if self.restarts:
+            lines.append(f"  the notebook was started again {self.restarts} time(s) after a crash "
+                         "or a timeout")
         width = max((len(q.title) for q in self.questions), default=0)
         for q in self.questions:
             if q.manual:
@@ -116,6 +119,8 @@ class Report:
                 lines += ["        " + line for line in r.splitlines()]
         manual = sum(q.points for q in self.questions if q.manual)
         extra = f" (+{_num(manual)} graded by hand)" if manual else ""
+        if self.isolation:
+            lines.append(f"  ran in {self.isolation}")
         if self.error:
             lines.append("  total: not graded")
         else:

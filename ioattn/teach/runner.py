@@ -124,7 +124,7 @@ def _serve(conn, names: dict) -> None:
                 value = names.get(name)
                 send(conn, {"value": None if value is None else encode(value)})
             except Unsendable as exc:
-                send(conn, {"unsendable": f"{name} is {exc}"})
+                send(conn, {"unsendable": str(exc)})
             continue
         fn = names.get(msg.get("call") or msg.get("run"))
         name = msg.get("call") or msg.get("run")

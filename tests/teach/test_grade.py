@@ -54,6 +54,7 @@ def test_a_process_that_ends_fails_only_that_question(tmp_path):
     q1, q2 = report.questions
     assert q1.score == 0 and "exit code 3" in q1.reasons[0]
     assert q2.score == 3 and report.restarts == 1
+    assert "started again 1 time(s)" in report.text()
 
 
 @pytest.mark.parametrize("body, kind", [

@@ -21,7 +21,7 @@ __all__ = ["Assignment", "Context", "Question", "REGISTRY", "get", "register"]
 
 @dataclass(frozen=True)
 class Question:
-    """One graded question: its otter name (``"q1"``), a title, its points, and whether a person
+    """One graded question: its name (``"q1"``), a title, its points, and whether a person
     grades it (``manual``)."""
 
     name: str
