@@ -183,7 +183,7 @@ def _grade(args) -> int:
         pairs = [(args.student, args.submission)]
         reports = [grade(args.assignment, args.submission, student=args.student, seed=args.seed,
                          course=args.course, **limits)]
-    similar = _similar(args.assignment, pairs, args.similar) if len(pairs) > 1 else []
+    similar = _similar(args.assignment, pairs, args.similar) if pairs else []
     if args.json:
         data = [r.to_dict() for r in reports]
         if args.submission.is_dir():
@@ -206,7 +206,10 @@ def _grade(args) -> int:
 
 def _similar(assignment: str, pairs, threshold: float) -> list:
     """Pairs of students whose answer code is near-identical (:mod:`ioattn.teach.similarity`),
-    the shipped notebook's own code not counted."""
+    the shipped notebook's own code not counted, and students whose code is the grader's own
+    answers' (:mod:`ioattn.teach.keys`)."""
+    from importlib.util import find_spec
+
     from .build import notebook_source
     from .similarity import answer_code, similar_pairs
 
@@ -220,4 +223,8 @@ def _similar(assignment: str, pairs, threshold: float) -> list:
 
     template = jupytext.read(notebook_source(assignment))
     starter = "\n".join(c.source for c in template.cells if c.cell_type == "code")
-    return similar_pairs(codes, threshold=threshold, starter=starter)
+    known = {}
+    spec = find_spec(f"ioattn.teach.keys.{assignment}")
+    if spec is not None and spec.origin:
+        known[f"ioattn.teach.keys.{assignment}"] = Path(spec.origin).read_text(encoding="utf-8")
+    return similar_pairs(codes, threshold=threshold, starter=starter, known=known)

@@ -102,6 +102,7 @@ def grade(assignment: str, submission, *, student: str | None = None, seed: int 
         except (Crashed, TimedOut) as exc:
             report.error = f"the notebook's cells did not finish: {exc}"
             return report
+        report.isolation = isolation(sub.confined)
         report.cell_errors = [f"cell {e.get('cell')}: {e.get('error')}" for e in sub.cell_errors]
         for q in report.questions:
             if q.manual:
@@ -122,6 +123,7 @@ def grade(assignment: str, submission, *, student: str | None = None, seed: int 
             except Unsendable as exc:
                 q.reasons = [reason("wrong", str(exc))]
         report.restarts = max(0, sub.starts - 1)
+        report.isolation = isolation(sub.confined)
     return report
 
 

@@ -14,6 +14,9 @@ The notebook's process
   cannot read one another's;
 - runs under limits it cannot lift: address space (``RLIMIT_AS``), CPU seconds, no core files,
   its own session (killed as a group);
+- confines itself with Landlock where the kernel has it (:mod:`ioattn.teach.sandbox`): it can
+  read only Python, the installed packages and ioattn, and write only its own folder; no
+  network, no signals to other processes;
 - runs as the unprivileged user ``nobody`` when the grader runs as root: it loads Python,
   NumPy, IPython and ioattn as root and gives root up for good before it reads the notebook
   (then it can read neither the grader's private files nor its memory), in a fresh folder of
@@ -75,13 +78,16 @@ def protect() -> bool:
         return False
 
 
-def isolation() -> str:
-    """How the notebook's process is kept from the grader, in words (for reports)."""
+def isolation(confined: str = "") -> str:
+    """How the notebook's process is kept from the grader, in words (for reports);
+    ``confined``: what the process said of its confinement (:func:`.sandbox.confine`)."""
     if os.geteuid() == 0:
         user = "as the user nobody (it gives up root before it reads the notebook)"
     else:
         user = "as the grader's own user (a grader run as root runs it as nobody)"
-    return f"a process of its own {user}, with limits on memory and time; the grader is undumpable"
+    where = f"; {confined}" if confined else ""
+    return (f"a process of its own {user}, with limits on memory and time{where}; "
+            "the grader is undumpable")
 
 
 class Submission(Answers):
@@ -109,6 +115,7 @@ class Submission(Answers):
         self.cell_errors: list = []
         self.output = ""
         self.starts = 0
+        self.confined = ""
 
     # ------------------------------------------------------------------ the process
     def start(self) -> None:
@@ -137,7 +144,8 @@ class Submission(Answers):
         theirs_fd = theirs.fileno()
         self.conn = Connection(ours.detach())
         try:
-            self.proc.stdin.write(json.dumps({"fd": theirs_fd, "drop": root}).encode())
+            self.proc.stdin.write(json.dumps({"fd": theirs_fd, "drop": root,
+                                              "confine": True}).encode())
             self.proc.stdin.close()
         except BrokenPipeError:
             pass
@@ -151,6 +159,7 @@ class Submission(Answers):
             raise Crashed("the notebook's process sent something other than its cells' results")
         self.cell_errors = [e for e in msg["ready"] if isinstance(e, dict)]
         self.output = str(msg.get("output", ""))
+        self.confined = str(msg.get("confined", ""))[:200]
 
     def _stderr(self):
         self.errors = tempfile.TemporaryFile()

@@ -1,7 +1,8 @@
 """The notebook's process when grading: run its cells, then answer the grader's requests.
 
 ``python -m ioattn.teach.runner`` is what the grader starts for each submission
-(:mod:`ioattn.teach.referee`), with limits on its time and memory and, where the grader runs as
+(:mod:`ioattn.teach.referee`), with limits on its time and memory, confined by the kernel to its
+own folder and the installed code (:mod:`ioattn.teach.sandbox`) and, where the grader runs as
 root, as an unprivileged user. It reads the number of a socket inherited from the grader on standard
 input, and then, over the socket, the notebook's code cells. It runs every
 cell with IPython, as a kernel would, recording each cell's error, and then serves the grader's
@@ -49,10 +50,13 @@ def _shell():
     import importlib
 
     from IPython.core.interactiveshell import InteractiveShell
+    from traitlets.config import Config
 
     for name in PRELOAD:
         importlib.import_module(name)
-    shell = InteractiveShell.instance(colors="nocolor")
+    config = Config()
+    config.HistoryManager.enabled = False       # no history thread: one thread to confine
+    shell = InteractiveShell.instance(colors="nocolor", config=config)
     for warm in ("pass", "raise ValueError", "def f(:", "%time pass"):   # the code paths a
         shell.run_cell(warm, store_history=False)                      # notebook's cells take
     shell.reset(new_session=False)
@@ -67,6 +71,17 @@ def _drop_root() -> None:
     os.setgid(NOBODY)
     os.setuid(NOBODY)
     _undumpable()
+
+
+def _confine() -> str:
+    """Confine the process to its folder and the installed code (:mod:`.sandbox`); what holds,
+    in words."""
+    from .sandbox import confine
+
+    try:
+        return confine(os.getcwd())
+    except (OSError, RuntimeError) as exc:
+        return f"no file confinement ({exc})"
 
 
 def _run_cells(shell, cells: list) -> tuple[list, dict]:
@@ -166,12 +181,13 @@ def main() -> int:
     output = io.StringIO()
     with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
         shell = _shell()
+    confined = _confine() if config.get("confine") else "not confined (asked not to be)"
     if config.get("drop") and os.geteuid() == 0:
         _drop_root()
     cells = receive(conn)["cells"]
     with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
         errors, names = _run_cells(shell, cells)
-    send(conn, {"ready": errors, "output": output.getvalue()[-4000:]})
+    send(conn, {"ready": errors, "output": output.getvalue()[-4000:], "confined": confined})
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         _serve(conn, names)
     conn.close()

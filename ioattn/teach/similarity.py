@@ -179,7 +179,7 @@ def _check(codes, starter, threshold) -> None:
 
 
 def similar_pairs(codes: dict[str, str], *, starter: str = "",
-                  threshold: float = 0.8) -> list[Pair]:
+                  threshold: float = 0.8, known: dict[str, str] | None = None) -> list[Pair]:
     """Every pair of students whose answer code is at least ``threshold`` similar.
 
     Parameters
@@ -193,6 +193,10 @@ def similar_pairs(codes: dict[str, str], *, starter: str = "",
         also counts a stretch repeated within one submission once, as its own report does.)
     threshold : float
         In (0, 1]: the least :attr:`Pair.similarity` reported.
+    known : dict of str to str, optional
+        Name -> code of sources no student should copy from (the grader's own answers,
+        :mod:`ioattn.teach.keys`). A student and a source are a pair when at least
+        ``threshold`` of the student's code is found in the source (the source may be longer).
 
     Returns
     -------
@@ -225,4 +229,12 @@ def similar_pairs(codes: dict[str, str], *, starter: str = "",
             if similarity >= threshold:
                 pairs.append(Pair(first, second, similarity,
                                   _excerpt(prints[first].raw_code, slices[0])))
+    for name in sorted(known or {}):
+        source = _fingerprint(copydetect, name, known[name], boilerplate)
+        for student in students:
+            _, scores, slices = copydetect.compare_files(prints[student], source)
+            similarity = min(1.0, max(0.0, float(scores[0])))
+            if similarity >= threshold:
+                pairs.append(Pair(student, name, similarity,
+                                  _excerpt(prints[student].raw_code, slices[0])))
     return sorted(pairs, key=lambda p: (-p.similarity, p.first, p.second))

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ioattn.teach import sandbox
 from ioattn.teach.grade import grade
 
 from .helpers import CHEATS, notebook, solution
@@ -20,8 +21,9 @@ from .helpers import CHEATS, notebook, solution
 SEED, STUDENT = 7, "ada"
 
 #: What the grader does with each file: ``full`` (5/5; ``cell_errors``: whether some cell
-#: failed), or ``q1``/``q2`` scores with a substring each of their reasons must contain, or
-#: ``error``: a substring of ``report.error``.
+#: failed), or ``q1``/``q2`` scores with a substring each of their reasons must contain
+#: (and ``cell_error``, a substring one of the cell errors must contain), or ``error``: a
+#: substring of ``report.error``.
 ZERO = {"q1": 0, "q2": 0}
 NEVER = "2,028 of the 2,028 entries of C were never written"
 
@@ -51,7 +53,7 @@ EXPECT: dict[str, dict] = {
     "referee_proc_ppid_mem": _zero("PermissionError"),
     "referee_proc_ppid_environ": _zero("PermissionError"),
     "referee_proc_classmates": _zero("no classmate's notebook in /proc"),
-    "referee_forge_returned": _zero(NEVER),
+    "referee_forge_returned": _zero((NEVER, "Permission denied: '/proc/self/fd'")),
     "referee_forge_tile": _zero("unknown request 'load'"),
     "referee_os_exit": _zero("The notebook's process ended"),
     "referee_system_exit": _zero("Did not run: tiled_matmul"),
@@ -70,19 +72,21 @@ EXPECT: dict[str, dict] = {
     # the masters hold the A @ B key only (wrong shapes for ada's A.T @ B); while they are
     # being moved out of book/, there may be none in the checkout
     "package_read_masters": _zero(("cannot write a tile of shape", "no answer key")),
-    "package_read_solution_file": ZERO,          # what should happen; see KNOWN
+    # a world-readable file of the checkout: Landlock keeps it out of reach (see KNOWN)
+    "package_read_solution_file": {**_zero("tiled_matmul is not defined"),
+                                   "cell_error": "PermissionError"},
     # hard-coding, lying returned values
     "hardcode_example_constants": _zero("C is wrong (your sizes, hidden data"),
     "return_int_subclass": _zero("returned a __main__.Liar, which is not plain data"),
     "return_numpy_array": _zero(NEVER),
 }
 
-#: Cheats that work, for reasons outside the grader (kept here so the team sees them).
-KNOWN = {
+#: Cheats that work where the kernel has no Landlock (:mod:`ioattn.teach.sandbox`): the
+#: notebook's process can then read every file its user can, such as this checkout's tests.
+KNOWN = {} if sandbox.abi() else {
     "package_read_solution_file": (
-        "a local-repo-checkout issue: the notebook's process can read the repository it imports "
-        "ioattn from, and tests/teach/solutions/ holds answer keys (install ioattn as a package "
-        "nobody can read tests of, or keep answer keys out of the graded machine)"),
+        "no Landlock on this kernel: the notebook can read the checkout it imports ioattn from, "
+        "and tests/teach/solutions/ holds answer keys"),
 }
 
 
@@ -138,6 +142,8 @@ def test_graded(stem, tmp_path):
         assert report.score == report.possible == 5, summary
         assert bool(report.cell_errors) == want.get("cell_errors", False), report.cell_errors
         return
+    if "cell_error" in want:
+        assert any(want["cell_error"] in e for e in report.cell_errors), report.cell_errors
     for q in report.questions:
         assert q.score == want[q.name], summary
         text = want.get(f"{q.name}_reason")

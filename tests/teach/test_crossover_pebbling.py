@@ -1,8 +1,9 @@
 """Assignments 3 and 4: questions the package does not answer in one call, graded exactly.
 
-The crossover under a write weight ``W`` (graded on hidden sizes against an exact scan), and a
-pebbling game on a graph beyond exact search (graded against the grader's best known game, with
-partial credit), with the Hong-Kung partition of the student's own game.
+The crossover under a write weight ``W`` and its leading-terms prediction (graded on hidden
+sizes against an exact scan), and a pebbling schedule for graphs beyond exact search (graded on
+hidden graphs against the grader's best known games, with partial credit), with the partition of
+a game cut every ``T`` reads and writes for a ``T`` the package's construction does not take.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from ioattn.pebble import (
 from ioattn.teach.answers import LocalAnswers
 from ioattn.teach.assignments import crossover as cx
 from ioattn.teach.assignments import pebbling as pb
+from ioattn.teach.keys import crossover as key
+from ioattn.teach.keys import pebbling as kp
 from ioattn.teach.assignments.base import Context, get
 from ioattn.teach.judge import KINDS, GradingFailure
 
@@ -76,6 +79,11 @@ def honest_totals(N, d, W):
     return int(Ms[0]) if dearer.size == 0 else int(Ms[dearer[-1]]) + 1
 
 
+def predicted(d, W):
+    """What a student writes for the leading terms' crossover."""
+    return 4 * d * d / (1 + sqrt(1 + W)) ** 2
+
+
 def unweighted_in_one_call(N, d, W):
     """``crossovers`` in one call: the last change to FlashAttention up to 4 d^2 (W ignored)."""
     changes = crossovers(N, d, M_max=4 * d * d, names=["flash", "square_tiling"],
@@ -97,7 +105,7 @@ def test_weighted_cost_equals_io_cost_over_the_whole_range(N, d):
     Ms = np.arange(4 * d + 4, 4 * d * d + 1, dtype=np.int64)
     step = 1 if d <= 20 else 7
     for name, opts in (("flash", {}), ("square_tiling", OUTER)):
-        got = cx.weighted_cost(name, N, d, Ms, 3, **opts)
+        got = key.weighted_cost(name, N, d, Ms, 3, **opts)
         for k in range(0, Ms.size, step):
             assert got[k] == weighted(name, N, d, int(Ms[k]), 3, **opts)
 
@@ -112,7 +120,7 @@ def test_writes_do_not_depend_on_M():
 
 @pytest.mark.parametrize("N,d,W", [(256, 16, 2), (512, 24, 4), (1000, 17, 3), (3001, 40, 2)])
 def test_exact_crossover_is_the_honest_scan(N, d, W):
-    x = cx.exact_crossover(N, d, W)
+    x = key.exact_crossover(N, d, W)
     assert x == honest_scan(N, d, W) == honest_totals(N, d, W)
     assert weighted("flash", N, d, x - 1, W) >= weighted("square_tiling", N, d, x - 1, W, **OUTER)
 
@@ -123,7 +131,7 @@ def test_the_question_is_well_defined_over_every_size_asked():
     for W in cx.WEIGHTS:
         for d in range(cx.HIDDEN_D[0], cx.HIDDEN_D[1] + 1):
             for N in (cx.HIDDEN_N[0], 257, 1000, 2048, cx.HIDDEN_N[1]):
-                assert cx.exact_crossover(N, d, W) > 4 * d + 4      # raises if not defined
+                assert key.exact_crossover(N, d, W) > 4 * d + 4      # raises if not defined
     assert set(cx.NS) <= set(range(cx.HIDDEN_N[0], cx.HIDDEN_N[1] + 1))
     assert set(cx.DS) <= set(range(cx.HIDDEN_D[0], cx.HIDDEN_D[1] + 1))
 
@@ -133,10 +141,8 @@ def test_honest_answers_get_full_marks_hidden():
         score, msg, _ = graded("crossover", "q1", student, {"crossover": honest_totals}, seed=k)
         assert score == 1.0, msg
         assert "3 hidden sizes" in msg
-        p = get("crossover").variant(student).params
-        want = 4 * p["d"] ** 2 / (1 + sqrt(1 + p["W"])) ** 2
-        score, msg, _ = graded("crossover", "q2", student, {"M_PREDICTED": want}, seed=k)
-        assert score == 1.0, msg
+        score, msg, _ = graded("crossover", "q2", student, {"m_predicted": predicted}, seed=k)
+        assert score == 1.0 and "3 hidden (d, W)" in msg, msg
 
 
 def test_the_plain_scan_gets_full_marks_and_a_check_takes_seconds():
@@ -144,20 +150,20 @@ def test_the_plain_scan_gets_full_marks_and_a_check_takes_seconds():
         score, msg, _ = graded("crossover", "q1", student, {"crossover": honest_scan})
         assert score == 1.0, msg
     # the grader's own share of a hidden check: milliseconds per size
-    cx.exact_crossover.cache_clear()
+    key.exact_crossover.cache_clear()
     spec = get("crossover")
     start = time.perf_counter()
     for k, student in enumerate(STUDENTS[:10]):
         p = spec.variant(student).params
         for N, d in [(p["N"], p["d"])] + spec.hidden(p, np.random.default_rng(k)):
-            cx.exact_crossover(N, d, p["W"])
+            key.exact_crossover(N, d, p["W"])
     assert time.perf_counter() - start < 5
 
 
 def test_an_answer_written_in_for_the_own_sizes_fails_the_hidden_ones():
     for student in STUDENTS[:8]:
         p = get("crossover").variant(student).params
-        own = cx.exact_crossover(p["N"], p["d"], p["W"])
+        own = key.exact_crossover(p["N"], p["d"], p["W"])
         table = {"crossover": lambda N, d, W, own=own: own}
         score, msg, _ = graded("crossover", "q1", student, table, public=True)
         assert score == 1.0, msg                          # the own check passes ...
@@ -172,9 +178,9 @@ def test_one_call_of_the_package_does_not_answer():
     for N in cx.NS:
         for d in cx.DS:
             one_call = unweighted_in_one_call(N, d, None)
-            assert one_call == cx.exact_crossover(N, d, 1)
+            assert one_call == key.exact_crossover(N, d, 1)
             for W in cx.WEIGHTS:
-                assert one_call > cx.exact_crossover(N, d, W)
+                assert one_call > key.exact_crossover(N, d, W)
     student = STUDENTS[0]
     p = get("crossover").variant(student).params
     assert cheapest_scan(p["N"], p["d"], p["W"]) == unweighted_in_one_call(p["N"], p["d"], 0)
@@ -212,8 +218,9 @@ def test_an_int_whose_comparisons_lie_is_refused():
     score, msg, kinds = graded("crossover", "q1", STUDENTS[0],
                                {"crossover": lambda N, d, W: Liar(1)}, public=True)
     assert score == 0.0 and kinds == ["error"] and "not plain data" in msg
-    score, msg, kinds = graded("crossover", "q2", STUDENTS[0], {"M_PREDICTED": LiarFloat(1.0)})
-    assert score == 0.0 and kinds == ["wrong"] and "not plain data" in msg
+    score, msg, kinds = graded("crossover", "q2", STUDENTS[0],
+                               {"m_predicted": lambda d, W: LiarFloat(1.0)})
+    assert score == 0.0 and kinds == ["error"] and "not plain data" in msg
 
 
 @pytest.mark.parametrize("bad", [lambda x: float(x), lambda x: True, lambda x: str(x),
@@ -221,7 +228,7 @@ def test_an_int_whose_comparisons_lie_is_refused():
 def test_crossover_must_return_an_exact_int(bad):
     student = STUDENTS[1]
     p = get("crossover").variant(student).params
-    x = cx.exact_crossover(p["N"], p["d"], p["W"])
+    x = key.exact_crossover(p["N"], p["d"], p["W"])
     score, msg, kinds = graded("crossover", "q1", student,
                                {"crossover": lambda N, d, W: bad(x)}, public=True)
     assert score == 0.0 and kinds == ["wrong"] and "an int" in msg
@@ -241,21 +248,32 @@ def test_an_error_in_crossover_is_reported():
     assert kinds == ["error"] and "not defined" in msg
 
 
-def test_M_PREDICTED_is_graded_within_one_percent():
+def test_m_predicted_is_graded_within_one_percent_on_hidden_d_and_W():
     student = STUDENTS[2]
     p = get("crossover").variant(student).params
     d, W = p["d"], p["W"]
-    want = 4 * d * d / (1 + sqrt(1 + W)) ** 2
-    for value, ok in [(want, True), (want * 1.009, True), (round(want), abs(round(want) - want)
-                                                            <= 0.01 * want),
-                      (want * 1.02, False), (cx.LEADING * d * d, False),
-                      (cx.exact_crossover(p["N"], d, W), False)]:
-        score, msg, _ = graded("crossover", "q2", student, {"M_PREDICTED": value})
-        assert (score == 1.0) == ok, (value, msg)
-    for value, kind in [(None, "error"), (True, "wrong"), ("0.5 d^2", "wrong"),
+    for scale, ok in [(1.0, True), (1.009, True), (0.991, True), (1.02, False)]:
+        answer = {"m_predicted": lambda d, W, s=scale: s * predicted(d, W)}
+        score, msg, _ = graded("crossover", "q2", student, answer)
+        assert (score == 1.0) == ok, (scale, msg)
+    rounded = {"m_predicted": lambda d, W: round(predicted(d, W))}     # within 1% at d >= 16
+    assert graded("crossover", "q2", student, rounded)[0] == 1.0
+    own = predicted(d, W)                           # written in for the own (d, W) only
+    score, msg, kinds = graded("crossover", "q2", student, {"m_predicted": lambda d, W: own},
+                               public=True)
+    assert score == 1.0, msg
+    score, msg, kinds = graded("crossover", "q2", student, {"m_predicted": lambda d, W: own})
+    assert score == 0.0 and kinds == ["wrong"] and "(hidden sizes)" in msg
+    for wrong in (lambda d, W: cx.LEADING * d * d,                     # the W = 1 answer
+                  lambda d, W: key.exact_crossover(p["N"], d, W)):
+        assert graded("crossover", "q2", student, {"m_predicted": wrong})[0] == 0.0
+    for value, kind in [(None, "wrong"), (True, "wrong"), ("0.5 d^2", "wrong"),
                         (float("nan"), "wrong")]:
-        score, msg, kinds = graded("crossover", "q2", student, {"M_PREDICTED": value})
+        score, msg, kinds = graded("crossover", "q2", student,
+                                   {"m_predicted": lambda d, W, v=value: v})
         assert score == 0.0 and kinds == [kind], msg
+    score, msg, kinds = graded("crossover", "q2", student, {})
+    assert score == 0.0 and kinds == ["error"] and "not defined" in msg
 
 
 def test_the_leading_terms_cross_where_the_closed_form_says_and_the_exact_scan_tends_there():
@@ -265,10 +283,10 @@ def test_the_leading_terms_cross_where_the_closed_form_says_and_the_exact_scan_t
         for _ in range(200):
             mid = (lo + hi) / 2
             lo, hi = (mid, hi) if 4 / mid > 4 / sqrt(mid) + W else (lo, mid)
-        assert abs(lo - cx._leading_crossover(1, W)) < 1e-12
-    assert cx._leading_crossover(10, 1) == pytest.approx(cx.LEADING * 100)
+        assert abs(lo - key.leading_crossover(1, W)) < 1e-12
+    assert key.leading_crossover(10, 1) == pytest.approx(cx.LEADING * 100)
     for W in cx.WEIGHTS:
-        errors = [abs(cx.exact_crossover(N, d, W) / cx._leading_crossover(d, W) - 1)
+        errors = [abs(key.exact_crossover(N, d, W) / key.leading_crossover(d, W) - 1)
                   for N, d in [(4096, 64), (16384, 128), (65536, 256)]]
         assert errors[0] > errors[-1] and errors[-1] < 0.04, errors
 
@@ -282,11 +300,24 @@ def test_the_crossover_variants_are_deterministic_and_differ():
 
 
 # ====================================================================== pebbling
-def best_answers(params):
-    """The grader's best known game and its Hong-Kung partition."""
-    moves = list(pb._best_game(pb._edges_key(params), params["M"]))
-    game = PebbleGame.replay(pb.graph_of(params), params["M"], moves)
-    return moves, [set(part) for part in hong_kung_partition(game).parts]
+def best(edges, M):
+    """The grader's best known game (what a student's function would have to match)."""
+    return [list(m) for m in kp.best_game(edges, M)]
+
+
+def segments(moves, M, T):
+    """What a student writes for ``partition``: cut every T reads and writes."""
+    parts, current, io = [], set(), 0
+    for kind, v in moves:
+        if kind in ("read", "write"):
+            if io and io % T == 0:
+                if current:
+                    parts.append(current)
+                current = set()
+            io += 1
+        elif kind == "compute":
+            current.add(v)
+    return parts + ([current] if current else [])
 
 
 def lru_game(g: Graph, M: int) -> list:
@@ -325,51 +356,64 @@ def lru_game(g: Graph, M: int) -> list:
     return moves
 
 
-def test_the_best_known_game_gets_full_marks_for_both_questions():
-    for k, student in enumerate(STUDENTS):
+def lru(edges, M):
+    return lru_game(Graph([tuple(e) for e in edges]), M)
+
+
+def test_the_best_known_schedule_gets_full_marks_for_both_questions():
+    for k, student in enumerate(STUDENTS[:8]):
         p = get("pebbling").variant(student).params
-        moves, parts = best_answers(p)
-        names = {"MOVES": moves, "PARTS": parts}
-        score, msg, _ = graded("pebbling", "q1", student, names, seed=k)
-        assert score == 1.0 and f"best known with M = {p['M']} is {pb.best_known(p)}" in msg
-        score, msg, _ = graded("pebbling", "q2", student, names, seed=k)
+        score, msg, _ = graded("pebbling", "q1", student, {"pebble": best}, seed=k)
         assert score == 1.0, msg
-        # tuples in, and PARTS as lists: the same answers
-        names = {"MOVES": [tuple(m) for m in moves], "PARTS": [sorted(s) for s in parts]}
-        assert graded("pebbling", "q2", student, names)[0] == 1.0
+        assert msg.count("best known") == 1 + pb.HIDDEN and "hidden graph 2" in msg
+        assert f"your graph: I/O {kp.best_known(p['EDGES'], p['M'])}" in msg
+        score, msg, _ = graded("pebbling", "q2", student, {"partition": segments}, seed=k)
+        assert score == 1.0 and f"T = {p['T']}" in msg, msg
+        # tuples in, and parts as sorted lists: the same answers
+        tupled = {"pebble": lambda e, M: [tuple(m) for m in best(e, M)],
+                  "partition": lambda m, M, T: [sorted(s) for s in segments(m, M, T)]}
+        assert graded("pebbling", "q1", student, tupled, seed=k)[0] == 1.0
+        assert graded("pebbling", "q2", student, tupled, seed=k)[0] == 1.0
 
 
-def test_a_worse_legal_game_gets_partial_credit():
+def test_the_segment_construction_is_hong_kung_at_T_equal_M():
     for student in STUDENTS[:6]:
         p = get("pebbling").variant(student).params
-        g, best = pb.graph_of(p), pb.best_known(p)
-        moves, _ = best_answers(p)
-        a = g.inputs[0]
-        for extra, want in [(1, (100 * (best - 1)) // best / 100), (best // 2, None),
-                            (best - 1, None), (best, 0.0), (2 * best, 0.0)]:
-            padded = moves + [("read", a), ("delete", a)] * extra   # the cache is empty at the end
-            score, msg, kinds = graded("pebbling", "q1", student, {"MOVES": padded})
-            assert score == pb.score(best + extra, best)
-            assert want is None or score == want
-            if extra < best:
-                assert 0 < score < 1 and kinds == ["partial"]
-                assert f"I/O {best + extra}" in msg and f"best known {best}" in msg
-            else:
-                assert score == 0 and kinds == ["wrong"]
+        g, M = pb.graph_of(p), p["M"]
+        for moves in (best(p["EDGES"], M), kp.plain_game(p["EDGES"], M)):
+            game = PebbleGame.replay(g, M, moves)
+            hk = {frozenset(s) for s in hong_kung_partition(game).parts}
+            assert set(kp.segment_parts(moves, M)) == hk
+            for T in range(1, M + 1):                   # every T: a valid (M + T)-partition,
+                parts = kp.segment_parts(moves, T)      # and io >= T (h - 1)
+                assert check_partition(g, parts, M + T).ok, (student, T)
+                assert game.io >= T * (len(parts) - 1)
 
 
-def test_a_plain_game_scores_by_the_rule():
-    """Least recently used eviction in the graph's own order: worse than the best known, often
-    by half or more."""
-    for student in STUDENTS[:12]:
+def test_a_worse_schedule_gets_partial_credit_by_the_mean():
+    for k, student in enumerate(STUDENTS[:4]):
         p = get("pebbling").variant(student).params
-        g, M, best = pb.graph_of(p), p["M"], pb.best_known(p)
-        moves = lru_game(g, M)
-        io = PebbleGame.replay(g, M, moves).io
-        assert io > best                        # the heuristic beats the plain game
-        score, msg, kinds = graded("pebbling", "q1", student, {"MOVES": moves})
-        assert score == pb.score(io, best) == max(0, 100 * (2 * best - io) // best) / 100
-        assert kinds == (["partial"] if io < 2 * best else ["wrong"]) and score < 1
+        score, msg, kinds = graded("pebbling", "q1", student, {"pebble": lru}, seed=k)
+        graphs = [p["EDGES"], *pb.hidden_graphs(np.random.default_rng(k), p["M"])]
+        each = []
+        for edges in graphs:
+            io = PebbleGame.replay(Graph(edges), p["M"], lru(edges, p["M"])).io
+            each.append(pb.score(io, kp.best_known(edges, p["M"])))
+        want = int(100 * sum(each) / len(each)) / 100
+        assert score == want < 1 and kinds == (["partial"] if want > 0 else ["wrong"]), msg
+        assert f"mean {want:.2f}" in msg
+
+
+def test_padding_costs_exactly_by_the_rule():
+    student = STUDENTS[1]
+    p = get("pebbling").variant(student).params
+    M, B = p["M"], kp.best_known(p["EDGES"], p["M"])
+    a = pb.graph_of(p).inputs[0]
+    for extra in (1, B // 2, B):
+        def padded(edges, M, extra=extra):
+            return best(edges, M) + [["read", a], ["delete", a]] * extra
+        score, msg, kinds = graded("pebbling", "q1", student, {"pebble": padded}, public=True)
+        assert score == pb.score(B + extra, B) and f"I/O {B + extra}" in msg
 
 
 def test_the_score_rule():
@@ -383,30 +427,32 @@ def test_illegal_incomplete_or_recomputing_games_get_nothing():
     student = STUDENTS[3]
     p = get("pebbling").variant(student).params
     g, M = pb.graph_of(p), p["M"]
-    moves, _ = best_answers(p)
+    moves = best(p["EDGES"], M)
     first_op = next(v for kind, v in moves if kind == "compute")
+    k = moves.index(["compute", first_op])
     bad = {
-        "compute first": [("compute", first_op)] + moves,
-        "read an output": [("read", g.outputs[0])] + moves,
-        "too many red": [("read", v) for v in g.inputs[:M + 1]] + moves,
-        "unknown move": [("fetch", "a")] + moves,
-        "unknown vertex": [("read", "zz")] + moves,
-        "incomplete": [m for m in moves if m != ("write", g.outputs[-1])],
+        "compute first": [["compute", first_op]] + moves,
+        "read an output": [["read", g.outputs[0]]] + moves,
+        "too many red": [["read", v] for v in g.inputs[:M + 1]] + moves,
+        "unknown move": [["fetch", "a"]] + moves,
+        "unknown vertex": [["read", "zz"]] + moves,
+        "incomplete": [m for m in moves if m != ["write", g.outputs[-1]]],
         "not pairs": [["read"]] + moves,
         "not a list": "read a",
+        "twice": moves[:k + 1] + [["delete", first_op], ["compute", first_op]] + moves[k + 1:],
     }
+    assert PebbleGame.replay(g, M, bad["twice"]).is_complete()
     for label, answer in bad.items():
-        score, msg, kinds = graded("pebbling", "q1", student, {"MOVES": answer})
+        score, msg, kinds = graded("pebbling", "q1", student,
+                                   {"pebble": lambda e, M, a=answer: a}, public=True)
         assert score == 0.0 and kinds == ["wrong"], (label, msg)
-        assert graded("pebbling", "q2", student, {"MOVES": answer, "PARTS": []})[0] == 0.0
-    # a legal complete game that computes a vertex twice
-    k = moves.index(("compute", first_op))
-    again = moves[:k + 1] + [("delete", first_op), ("compute", first_op)] + moves[k + 1:]
-    assert PebbleGame.replay(g, M, again).is_complete()
-    score, msg, kinds = graded("pebbling", "q1", student, {"MOVES": again})
-    assert score == 0.0 and "more than once" in msg
+    assert "more than once" in msg
+    def broken(edges, M):
+        raise KeyError("v9")
+    score, msg, kinds = graded("pebbling", "q1", student, {"pebble": broken}, public=True)
+    assert score == 0.0 and "KeyError" in msg
     score, msg, kinds = graded("pebbling", "q1", student, {})
-    assert kinds == ["error"] and "not defined" in msg
+    assert score == 0.0 and "not defined" in msg
 
 
 def test_an_answer_that_is_not_plain_data_is_refused():
@@ -417,37 +463,38 @@ def test_an_answer_that_is_not_plain_data_is_refused():
         __hash__ = str.__hash__
 
     student = STUDENTS[3]
-    p = get("pebbling").variant(student).params
-    moves, parts = best_answers(p)
-    lying = [(kind, Vertex(v)) for kind, v in moves]
-    score, msg, kinds = graded("pebbling", "q1", student, {"MOVES": lying})
-    assert score == 0.0 and kinds == ["wrong"] and "not plain data" in msg
+    lying = {"pebble": lambda e, M: [(kind, Vertex(v)) for kind, v in best(e, M)]}
+    score, msg, kinds = graded("pebbling", "q1", student, lying, public=True)
+    assert score == 0.0 and "not plain data" in msg
 
 
-def test_parts_must_be_the_construction_from_the_own_game():
-    for student in STUDENTS[:6]:
+def test_partition_must_be_the_construction_with_the_segment_length_asked():
+    for k, student in enumerate(STUDENTS[:6]):
         p = get("pebbling").variant(student).params
-        g, M = pb.graph_of(p), p["M"]
-        moves, parts = best_answers(p)
-        other = lru_game(g, M)
-        other_parts = [set(s) for s in hong_kung_partition(PebbleGame.replay(g, M, other)).parts]
-        assert {frozenset(s) for s in other_parts} != {frozenset(s) for s in parts}
-        # each game's own partition: accepted
-        for m, ps in ((moves, parts), (other, other_parts)):
-            assert check_partition(g, ps, 2 * M).ok
-            score, msg, _ = graded("pebbling", "q2", student, {"MOVES": m, "PARTS": ps})
-            assert score == 1.0, msg
-        # another game's: rejected, valid or not
-        score, msg, kinds = graded("pebbling", "q2", student,
-                                   {"MOVES": moves, "PARTS": other_parts})
+        M, T = p["M"], p["T"]
+        assert 1 <= T < M
+        hong_kung = {"partition": lambda m, M, T: segments(m, M, M)}   # T = M: the package's
+        score, msg, kinds = graded("pebbling", "q2", student, hong_kung, seed=k)
         assert score == 0.0 and kinds == ["wrong"], msg
-        merged = [parts[0] | parts[1], *parts[2:]]
-        score, msg, kinds = graded("pebbling", "q2", student, {"MOVES": moves, "PARTS": merged})
-        assert score == 0.0 and kinds == ["wrong"]
-    score, msg, kinds = graded("pebbling", "q2", student, {"MOVES": moves, "PARTS": "v1"})
-    assert kinds == ["wrong"] and "list of sets" in msg
-    score, msg, kinds = graded("pebbling", "q2", student, {"MOVES": moves, "PARTS": 3})
-    assert kinds == ["wrong"] and "list of sets" in msg
+        merged = {"partition": lambda m, M, T: (lambda ps: [ps[0] | ps[1], *ps[2:]])(
+            segments(m, M, T))}
+        assert graded("pebbling", "q2", student, merged, seed=k)[0] == 0.0
+        own_T = {"partition": lambda m, M, T, own=T: segments(m, M, own)}   # own T only
+        assert graded("pebbling", "q2", student, own_T, public=True)[0] == 1.0
+    for bad in ("v1", 3, [["v1", 2]]):
+        score, msg, kinds = graded("pebbling", "q2", student,
+                                   {"partition": lambda m, M, T, b=bad: b}, public=True)
+        assert kinds == ["wrong"] and "list of sets" in msg
+
+
+def test_hidden_cases_use_other_segment_lengths():
+    """Over many grading seeds, the hidden T of q2 range over 1 .. M - 1, so an answer fixed to
+    the student's own T fails some."""
+    student = STUDENTS[0]
+    p = get("pebbling").variant(student).params
+    own_T = {"partition": lambda m, M, T, own=p["T"]: segments(m, M, own)}
+    scores = [graded("pebbling", "q2", student, own_T, seed=s)[0] for s in range(6)]
+    assert 0.0 in scores
 
 
 def test_exact_search_does_not_reach_the_variants():
@@ -458,7 +505,7 @@ def test_exact_search_does_not_reach_the_variants():
     assert 30 <= len(g) <= 40
     with pytest.raises(SearchLimitError) as err:
         min_io(g, M, max_states=200_000, progress=False)
-    assert len(g.inputs) + len(g.outputs) < err.value.bound <= pb.best_known(p)
+    assert len(g.inputs) + len(g.outputs) < err.value.bound <= kp.best_known(p["EDGES"], M)
 
 
 def test_variants_are_fast_deterministic_distinct_and_need_spills():
@@ -470,6 +517,7 @@ def test_variants_are_fast_deterministic_distinct_and_need_spills():
     assert params[:20] == [spec.variant(f"id{k}").params for k in range(20)]
     assert len({repr(p["EDGES"]) for p in params}) == 200
     assert {p["M"] for p in params} == set(pb.PEBBLES)
+    assert {p["T"] for p in params} == set(pb.SEGMENTS)
     for p in params:
         g = pb.graph_of(p)
         assert 30 <= len(g) <= 40 and g.max_in_degree == 2 and 2 <= len(g.outputs) <= 4
@@ -481,11 +529,11 @@ def test_variants_are_fast_deterministic_distinct_and_need_spills():
 
 def test_best_known_is_the_same_in_another_process():
     p = get("pebbling").variant(STUDENTS[5]).params
-    here = (pb.best_known(p), pb._best_game(pb._edges_key(p), p["M"]))
+    here = (kp.best_known(p["EDGES"], p["M"]), kp.best_game(p["EDGES"], p["M"]))
     code = ("from ioattn.teach.assignments.base import get\n"
-            "from ioattn.teach.assignments import pebbling as pb\n"
+            "from ioattn.teach.keys import pebbling as kp\n"
             f"p = get('pebbling').variant({STUDENTS[5]!r}).params\n"
-            "print(repr((pb.best_known(p), pb._best_game(pb._edges_key(p), p['M']))))\n")
+            "print(repr((kp.best_known(p['EDGES'], p['M']), kp.best_game(p['EDGES'], p['M']))))\n")
     for hashseed in ("1", "2"):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              env={**os.environ, "PYTHONHASHSEED": hashseed}, check=True)
@@ -493,11 +541,72 @@ def test_best_known_is_the_same_in_another_process():
 
 
 def test_the_pebbling_check_is_quick():
-    spec = get("pebbling")
-    student = "quick-check"
-    p = spec.variant(student).params
+    """Drawing the hidden graphs and their best known games: seconds, not minutes."""
     start = time.perf_counter()
-    moves, parts = best_answers(p)
-    graded("pebbling", "q1", student, {"MOVES": moves})
-    graded("pebbling", "q2", student, {"MOVES": moves, "PARTS": parts})
-    assert time.perf_counter() - start < 5
+    graded("pebbling", "q1", "quick-check", {"pebble": best}, seed=3)
+    graded("pebbling", "q2", "quick-check", {"partition": segments}, seed=3)
+    assert time.perf_counter() - start < 20
+
+
+# ====================================================================== graded end to end
+CROSSOVER_CELL = '''
+from math import sqrt
+import numpy as np
+import ioattn
+
+def crossover(N, d, W):
+    Ms = np.arange(4 * d + 4, 4 * d * d + 1, dtype=np.int64)
+    costs = []
+    for name, opts in (("flash", {}), ("square_tiling", {"schedule": "outer"})):
+        writes = ioattn.io_cost(name, N, d, int(Ms[-1]), **opts).writes
+        costs.append(ioattn.totals(name, N, d, Ms, **opts) + (W - 1) * writes)
+    dearer = np.flatnonzero(costs[0] >= costs[1])
+    return int(Ms[0]) if dearer.size == 0 else int(Ms[dearer[-1]]) + 1
+
+def m_predicted(d, W):
+    return 4 * d * d / (1 + sqrt(1 + W)) ** 2
+'''
+
+PEBBLING_CELL = '''
+def partition(moves, M, T):
+    parts, current, io = [], set(), 0
+    for kind, v in moves:
+        if kind in ("read", "write"):
+            if io and io % T == 0:
+                if current:
+                    parts.append(current)
+                current = set()
+            io += 1
+        elif kind == "compute":
+            current.add(v)
+    return parts + ([current] if current else [])
+
+def pebble(edges, M):
+    from ioattn.teach.keys.pebbling import best_game     # the grader's: out of reach
+    return [list(m) for m in best_game(edges, M)]
+'''
+
+
+def test_crossover_and_pebbling_graded_in_the_confined_process(tmp_path):
+    """The whole path: the notebook's functions run in their own process (confined where the
+    kernel has Landlock), called on hidden sizes and graphs; the grader's keys stay out of
+    reach."""
+    from ioattn.teach import sandbox
+    from ioattn.teach.grade import grade
+
+    from .helpers import notebook
+
+    path = notebook(tmp_path / "c.ipynb", "crossover", "ada", CROSSOVER_CELL)
+    report = grade("crossover", path, seed=4)
+    assert report.error is None and not report.cell_errors, report.text()
+    assert [q.score for q in report.questions] == [3, 1, None], report.text()
+    path = notebook(tmp_path / "p.ipynb", "pebbling", "ada", PEBBLING_CELL)
+    report = grade("pebbling", path, seed=4)
+    assert report.error is None and not report.cell_errors, report.text()
+    q1, q2 = report.questions
+    assert q2.score == 2, report.text()
+    if sandbox.abi():
+        assert "Landlock" in report.isolation
+        assert q1.score == 0 and "PermissionError" in " ".join(q1.reasons), report.text()
+    else:
+        assert "no file confinement" in report.isolation

@@ -344,3 +344,20 @@ def test_answer_code_rejects_what_is_not_a_notebook(tmp_path):
     path = notebook(tmp_path / "ada.ipynb", ADA)
     with pytest.raises(TypeError, match="starter must be a notebook path or its code"):
         answer_code(path, starter=b"import numpy")
+
+
+def test_code_taken_from_the_graders_answers_is_reported():
+    """A student who pastes part of the grader's heuristic (renamed) is paired with the key;
+    honest students are not, and the key is never paired with itself."""
+    import inspect
+    import re
+
+    from ioattn.teach.keys import pebbling as key
+
+    source = inspect.getsource(key)
+    play = inspect.getsource(key._play)                   # one function of a longer module
+    pasted = re.sub(r"\bmoves\b", "steps", play).replace("victim", "out")
+    codes = {"ada": pasted, "alan": HONEST["alan"], "grace": HONEST["grace"]}
+    pairs = similar_pairs(codes, known={"ioattn.teach.keys.pebbling": source})
+    assert [(p.first, p.second) for p in pairs] == [("ada", "ioattn.teach.keys.pebbling")]
+    assert pairs[0].similarity >= 0.9

@@ -1,0 +1,123 @@
+"""What a graded notebook's process may touch: files, network and signals (Landlock).
+
+The notebook's process (:mod:`ioattn.teach.runner`) confines itself with the Linux Landlock
+security module after it has loaded Python, NumPy, IPython and ioattn, and before it reads the
+notebook. From then on, for that process and anything it starts, the kernel allows
+
+- reading (not writing) the Python installation, the installed packages, the ``ioattn`` package
+  directory itself (not the folder around it, so not a checkout's tests or anyone's answer key)
+  except :mod:`ioattn.teach.keys` (the grader's own answers, :func:`hidden`), and the system's
+  shared libraries, fonts and configuration (``/usr``, ``/lib*``, ``/etc``);
+- reading and writing its own fresh folder, and ``/dev/null``;
+
+and nothing else: no other file of the grader's user (an instructor's private masters, other
+students' notebooks, ``/proc``), no TCP connection (ABI 4), no signal to a process outside its
+own domain and no abstract Unix socket (ABI 6), whoever the process runs as (Landlock binds
+root too). This holds where the kernel has Landlock (Linux 5.13 and later with Landlock
+enabled); :func:`confine` says what it could enforce, and the grading report quotes it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from pathlib import Path
+
+__all__ = ["abi", "confine", "hidden", "readable"]
+
+#: System folders every user reads: shared libraries, fonts, time zones, the loader's cache.
+SYSTEM = ("/usr", "/lib", "/lib64", "/etc")
+
+
+def abi() -> int:
+    """The kernel's Landlock ABI version, or 0 where there is none."""
+    try:
+        import landlockpy
+    except ImportError:
+        return 0
+    try:
+        return int(landlockpy.abi_version()) if landlockpy.supported() else 0
+    except OSError:
+        return 0
+
+
+def readable() -> list[Path]:
+    """The folders a confined notebook may read: Python, its packages, ioattn, the system's."""
+    import ioattn
+
+    paths = {sys.base_prefix, sys.prefix, *SYSTEM, str(Path(ioattn.__file__).parent)}
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        paths.add(sysconfig.get_paths()[key])
+    for entry in sys.path:      # installed packages only: never a folder ioattn is imported from
+        if entry and Path(entry).name in ("site-packages", "dist-packages"):
+            paths.add(entry)
+    return sorted(Path(p) for p in paths if p and os.path.exists(p))
+
+
+def hidden() -> Path:
+    """The folder a confined notebook may not read, wherever it is: the grader's answers."""
+    import ioattn
+
+    return Path(ioattn.__file__).resolve().parent / "teach" / "keys"
+
+
+def _allow(rules, root: Path, access, secret: Path) -> None:
+    """Allow ``access`` on ``root``'s hierarchy, except ``secret`` when it lies inside: then
+    on each entry beside the path down to it, one rule each (the folders on the path may still
+    be listed, which imports need; the files in ``secret`` cannot be read)."""
+    from landlockpy import AccessFS
+
+    root = root.resolve()
+    if secret != root and root not in secret.parents:
+        if not root.is_dir():                    # a file takes only the rights of files
+            access &= AccessFS.READ_FILE | AccessFS.EXECUTE | AccessFS.WRITE_FILE
+        rules.allow_path(root, access)
+        return
+    rules.allow_path(root, access & AccessFS.READ_DIR)
+    if secret == root:
+        return
+    for entry in root.iterdir():
+        _allow(rules, entry, access, secret)
+
+
+def _threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1
+
+
+def confine(folder: str | os.PathLike) -> str:
+    """Confine this process (and its children) to :func:`readable` and ``folder``.
+
+    Returns what holds, in words, for the grading report. Raises ``RuntimeError`` if the
+    process has more than one thread: Landlock restricts only the thread that asks (and its
+    future threads), so a thread started earlier would stay free.
+    """
+    version = abi()
+    if version == 0:
+        return ("no file confinement (the kernel has no Landlock): the notebook can read "
+                "every file its user can")
+    if _threads() > 1:
+        raise RuntimeError("the notebook's process has more than one thread; "
+                           "it cannot be confined")
+    from landlockpy import AccessFS, Ruleset, Scope
+
+    read = AccessFS.READ_FILE | AccessFS.READ_DIR | AccessFS.EXECUTE
+    with Ruleset(scoped=Scope.ABSTRACT_UNIX_SOCKET | Scope.SIGNAL) as rules:
+        everything = rules.handled_fs
+        secret = hidden()
+        for path in readable():
+            _allow(rules, path, read, secret)
+        rules.allow_path(folder, everything)
+        rules.allow_path("/dev/null", AccessFS.READ_FILE | AccessFS.WRITE_FILE)
+        rules.allow_path("/dev/urandom", AccessFS.READ_FILE)
+        rules.restrict()
+        net, scoped = rules.handled_net, rules.scoped
+    kept = ["files: only Python, its packages, ioattn and its own folder"]
+    if net:
+        kept.append("no network")
+    if scoped:
+        kept.append("no signals out")
+    return f"Landlock ABI {version} ({', '.join(kept)})"

@@ -1,0 +1,158 @@
+"""The instructor guide's round of commands works as printed, in a fresh virtual environment.
+
+``book/assignments/guide.md`` has a section "A whole round, step by step" with one ``bash``
+block: make a virtual environment, install ``ioattn[teach]``, write a roster, ``ioattn
+assign``, collect the submissions, ``chmod``, ``ioattn grade``, ``cat grades.csv``. The test
+below runs that block's lines verbatim, in order, with bash (``-euo pipefail``), in an empty
+folder, so only relative paths can work. It changes exactly two things:
+
+(a) the line ``pip install "ioattn[teach]"`` installs this checkout instead of the release on
+    the package index: ``pip install "<copy of the checkout>[teach]"``, not editable, so the
+    wheel (and the notebooks it ships as package data) is what runs. The checkout is copied
+    first, so that building the wheel leaves no ``build/`` folder in it;
+
+(b) the students' step, between ``ioattn assign`` and ``chmod``: the block is cut at its
+    ``chmod`` line and run as two scripts; between them the test hands in three notebooks,
+    each made from that student's own handed-out copy (so its metadata and variant cell are
+    the ones ``ioattn assign`` wrote), with the starter cell ``def tiled_matmul`` replaced:
+    ada honestly (the reference tile program, and a cell that prints and appends to a
+    progress log), alan with a bug (``cheats/buggy_off_by_one.py``), grace with a cheat
+    (``cheats/referee_patch_judge.py``). The second script starts with the block's own
+    activation line, since a shell's ``activate`` does not outlive it.
+
+It proves that a reader who copies the block gets a working round: the install pulls in
+everything grading needs, the relative paths agree with each other, and the grades are the
+expected ones (5, 0, 0). pip needs the package index: without it, the test fails.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import nbformat
+
+from .helpers import solution
+from .test_cheats import EXPECT, cells_of
+
+ROOT = Path(__file__).resolve().parents[2]
+GUIDE = ROOT / "book" / "assignments" / "guide.md"
+HEADING = "## A whole round, step by step"
+INSTALL = 'pip install "ioattn[teach]"'
+BUDGET = 360                                    # seconds, for both scripts together
+STUDENTS = {"ada": 5, "alan": 0, "grace": 0}    # honest, buggy, cheating: their totals
+CHEAT = "referee_patch_judge"
+HONEST_LOG = 'print("tiled_matmul is ready")\nopen("progress.log", "a").write("ok\\n")\n'
+#: What the copy of the checkout leaves out: nothing the wheel is built from.
+JUNK = shutil.ignore_patterns(".git", ".venv", "_build", "build", "dist", "*.egg-info",
+                              "__pycache__", ".pytest_cache", ".hypothesis", ".ruff_cache",
+                              ".ipynb_checkpoints", "node_modules")
+
+
+def guide_block() -> list[str]:
+    """The lines of the one ``bash`` block of the guide's section :data:`HEADING`."""
+    text = GUIDE.read_text(encoding="utf-8")
+    assert text.count(HEADING + "\n") == 1, f"{GUIDE}: no section {HEADING!r} (or several)"
+    section = text.split(HEADING + "\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"^```bash\n(.*?)^```$", section, flags=re.M | re.S)
+    assert len(blocks) == 1, f"{GUIDE}, {HEADING!r}: expected one ```bash block, " \
+        f"found {len(blocks)}"
+    return blocks[0].splitlines()
+
+
+def the_line(lines: list[str], pattern: str) -> int:
+    """The index of the one line of ``lines`` that matches ``pattern`` from its start."""
+    found = [i for i, line in enumerate(lines) if re.match(pattern, line)]
+    assert len(found) == 1, f"{GUIDE}, {HEADING!r}: expected one line {pattern!r}, got " \
+        f"{[lines[i] for i in found]}"
+    return found[0]
+
+
+def hand_in(folder: Path, student: str, cells: list[str]) -> None:
+    """``submissions/<student>/matmul.ipynb``: the student's own handed-out notebook, with the
+    starter cell ``def tiled_matmul`` replaced by ``cells``."""
+    nb = nbformat.read(folder / "handout/matmul/students" / student / "matmul.ipynb",
+                       as_version=4)
+    (stub,) = [c for c in nb.cells
+               if c.cell_type == "code" and c.source.startswith("def tiled_matmul")]
+    at = nb.cells.index(stub)
+    nb.cells[at:at + 1] = [nbformat.v4.new_code_cell(c) for c in cells]
+    target = folder / "submissions" / student / "matmul.ipynb"
+    target.parent.mkdir(parents=True)
+    nbformat.write(nb, target)
+
+
+def clean_env() -> dict[str, str]:
+    """This environment, without what would make a Python import from elsewhere."""
+    return {k: v for k, v in os.environ.items()
+            if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")}
+
+
+def run(script: str, folder: Path, deadline: float, what: str) -> subprocess.CompletedProcess:
+    try:
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=folder,
+                              env=clean_env(),
+                              capture_output=True, text=True,
+                              timeout=max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"{what} ran past the test's {BUDGET} s:\n{exc.stdout}\n"
+                             f"{exc.stderr}") from None
+    return done
+
+
+def test_the_guides_round_runs_verbatim_in_a_fresh_venv(tmp_path):
+    deadline = time.monotonic() + BUDGET
+    lines = guide_block()
+    install = the_line(lines, re.escape(INSTALL) + r"\s*$")
+    assign = the_line(lines, r"ioattn assign ")
+    chmod = the_line(lines, r"chmod ")
+    activate = the_line(lines, r"(\.|source) \S+/bin/activate\s*$")
+    assert activate < install < assign < chmod, "the block's steps are out of order"
+
+    checkout = tmp_path / "checkout"            # (a) this checkout, copied
+    shutil.copytree(ROOT, checkout, ignore=JUNK, symlinks=True)
+    lines[install] = f'pip install "{checkout}[teach]"'
+    folder = tmp_path / "class"
+    folder.mkdir()
+
+    first = run("\n".join(lines[:chmod]) + "\n", folder, deadline, "the commands up to chmod")
+    assert first.returncode == 0, (
+        ("pip could not install the package (is the package index reachable? these tests "
+         "need it)" if not (folder / "ioattn-env/bin/ioattn").exists()
+         else "the commands up to chmod failed")
+        + f" (exit {first.returncode}):\n{first.stdout[-4000:]}\n{first.stderr[-4000:]}")
+    installed = subprocess.run([folder / "ioattn-env/bin/python", "-c",
+                                "import ioattn; print(ioattn.__file__)"],
+                               capture_output=True, text=True, check=True, cwd=tmp_path,
+                               env=clean_env())
+    assert Path(installed.stdout.strip()).is_relative_to(folder / "ioattn-env"), \
+        installed.stdout                        # the wheel, not the checkout
+
+    # (b) the students' step
+    assert EXPECT[CHEAT]["q1"] == EXPECT[CHEAT]["q2"] == 0, EXPECT[CHEAT]
+    assert sorted((folder / "handout/matmul/students").iterdir()) == \
+        [folder / "handout/matmul/students" / s for s in sorted(STUDENTS)]
+    hand_in(folder, "ada", [solution("matmul"), HONEST_LOG])
+    hand_in(folder, "alan", cells_of("buggy_off_by_one"))
+    hand_in(folder, "grace", cells_of(CHEAT))
+
+    second = run("\n".join([lines[activate], *lines[chmod:]]) + "\n", folder, deadline,
+                 "the commands from chmod on")
+    assert second.returncode == 0, \
+        f"exit {second.returncode}:\n{second.stdout[-6000:]}\n{second.stderr[-4000:]}"
+    sheet = (folder / "grades.csv").read_text(encoding="utf-8")
+    assert sheet.strip() and sheet.strip() in second.stdout   # `cat grades.csv` printed it
+    rows = {r["student"]: r for r in csv.DictReader(io.StringIO(sheet))}
+    assert sorted(rows) == sorted(STUDENTS), sheet
+    for student, total in STUDENTS.items():
+        row = rows[student]
+        assert (row["assignment"], row["error"], row["possible"]) == ("matmul", "", "5"), row
+        assert float(row["total"]) == total, (student, row)
+    assert "never written" in rows["alan"]["reasons"], rows["alan"]
+    assert (folder / "submissions").stat().st_mode & 0o077 == 0    # chmod -R go-rwx ran
