@@ -8,6 +8,7 @@ a game cut every ``T`` reads and writes for a ``T`` the package's construction d
 
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
 import sys
@@ -30,10 +31,10 @@ from ioattn.pebble import (
 from ioattn.teach.answers import LocalAnswers
 from ioattn.teach.assignments import crossover as cx
 from ioattn.teach.assignments import pebbling as pb
-from ioattn.teach.keys import crossover as key
-from ioattn.teach.keys import pebbling as kp
 from ioattn.teach.assignments.base import Context, get
 from ioattn.teach.judge import KINDS, GradingFailure
+from ioattn.teach.keys import crossover as key
+from ioattn.teach.keys import pebbling as kp
 
 STUDENTS = [f"student{i:03d}" for i in range(32)]
 OUTER = {"schedule": "outer"}
@@ -407,7 +408,7 @@ def test_a_worse_schedule_gets_partial_credit_by_the_mean():
 def test_padding_costs_exactly_by_the_rule():
     student = STUDENTS[1]
     p = get("pebbling").variant(student).params
-    M, B = p["M"], kp.best_known(p["EDGES"], p["M"])
+    B = kp.best_known(p["EDGES"], p["M"])
     a = pb.graph_of(p).inputs[0]
     for extra in (1, B // 2, B):
         def padded(edges, M, extra=extra):
@@ -549,37 +550,16 @@ def test_the_pebbling_check_is_quick():
 
 
 # ====================================================================== graded end to end
-CROSSOVER_CELL = '''
-from math import sqrt
-import numpy as np
-import ioattn
+def _as(fn, name: str) -> str:
+    """The source of the test's own honest function ``fn``, renamed ``name``: a notebook cell."""
+    return inspect.getsource(fn).replace(f"def {fn.__name__}(", f"def {name}(", 1)
 
-def crossover(N, d, W):
-    Ms = np.arange(4 * d + 4, 4 * d * d + 1, dtype=np.int64)
-    costs = []
-    for name, opts in (("flash", {}), ("square_tiling", {"schedule": "outer"})):
-        writes = ioattn.io_cost(name, N, d, int(Ms[-1]), **opts).writes
-        costs.append(ioattn.totals(name, N, d, Ms, **opts) + (W - 1) * writes)
-    dearer = np.flatnonzero(costs[0] >= costs[1])
-    return int(Ms[0]) if dearer.size == 0 else int(Ms[dearer[-1]]) + 1
 
-def m_predicted(d, W):
-    return 4 * d * d / (1 + sqrt(1 + W)) ** 2
-'''
+CROSSOVER_CELL = ("from math import sqrt\nimport numpy as np\nimport ioattn\n"
+                  f"OUTER = {OUTER!r}\n\n" + _as(honest_totals, "crossover")
+                  + "\n" + _as(predicted, "m_predicted"))
 
-PEBBLING_CELL = '''
-def partition(moves, M, T):
-    parts, current, io = [], set(), 0
-    for kind, v in moves:
-        if kind in ("read", "write"):
-            if io and io % T == 0:
-                if current:
-                    parts.append(current)
-                current = set()
-            io += 1
-        elif kind == "compute":
-            current.add(v)
-    return parts + ([current] if current else [])
+PEBBLING_CELL = _as(segments, "partition") + '''
 
 def pebble(edges, M):
     from ioattn.teach.keys.pebbling import best_game     # the grader's: out of reach
