@@ -27,14 +27,23 @@ chromium:
 test: $(STAMP) chromium
 	$(BIN)/python -m pytest
 
-# The chapters' runnable notebooks (book/<chapter>.ipynb, for Colab and Binder) follow the
-# chapters; then the book is built, executing every page (cached in _build/.jupyter_cache).
-notebooks: $(STAMP)
-	$(BIN)/python book/_ext/notebooks.py
-
-book: notebooks
+# The book is built, executing every page (cached in _build/.jupyter_cache); the build also
+# writes each page's student notebook, the assignments' practice notebooks and the package's
+# wheel into _build/html/notebooks (book/_ext/notebooks.py). With GITHUB_REPOSITORY=owner/name
+# (and GITHUB_SHA) set, as in GitHub Actions, the pages' buttons lead to that repository.
+book: $(STAMP)
 	$(BIN)/jupyter-book build . --path-output . --warningiserror --nitpick --keep-going
+	$(BIN)/python book/_ext/pdf.py _build/html
 	@echo "The book is in _build/html/index.html"
+
+# The launch buttons open the student notebooks on the branch NOTEBOOKS_BRANCH: this commits
+# _build/html/notebooks as that branch's whole tree (the working tree is not touched), and
+# force-pushes it with PUSH=<remote>. Run after `make book`.
+NOTEBOOKS_BRANCH ?= notebooks
+PUSH ?=
+notebooks: $(STAMP)
+	$(BIN)/python book/_ext/notebooks.py publish _build/html/notebooks \
+	  --branch $(NOTEBOOKS_BRANCH) $(if $(PUSH),--push $(PUSH))
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/simulator.py

@@ -8,9 +8,11 @@ Two forms of one picture (exact I/O against ``M``, log-log, with the lower bound
   lower bound, the cheapest algorithm at each ``M`` and the exact crossovers), forward or
   backward, dense or causal;
 - :func:`static_explorer`: a self-contained HTML snippet for a static page (an inline SVG, the
-  exact totals of both passes, dense and causal, as JSON and a small script; two range inputs,
-  ``M`` and ``d``, a forward/backward select and a "mask: none/causal" select), with no kernel
-  and nothing fetched from the network;
+  exact totals of a few ``N`` and ``d``, both passes, dense and causal, as JSON and a small
+  script; range inputs for ``M``, ``N`` and ``d``, forward/backward and none/causal buttons),
+  with no kernel and nothing fetched from the network;
+- :func:`words` and :func:`readout`: what both explorers say at a point, in words (with the
+  exact ratios, :func:`ratio_text`) and in numbers;
 - :func:`ioattn.widgets.explorer`: the live ipywidgets version, for a notebook with a kernel
   (sliders for ``N``, ``d`` and ``log2 M``, a forward/backward toggle, a none/causal mask
   toggle, a checkbox per algorithm, a "simulate" button that runs the algorithms on random data
@@ -28,16 +30,21 @@ import html
 import itertools
 import json
 import math
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 
-from . import bounds
+from . import bounds, gpus
+from ._validate import as_count
 from .algorithms import get
 from .api import io_cost
 from .masks import Mask
 from .plotting import STYLE, TITLES
-from .sweep import sweep
+from .plotting import label as plot_label
+from .sweep import Sweep, sweep
 
-__all__ = ["DEFAULT_NAMES", "DEFAULT_OPTIONS", "OTHER_COLOUR", "curves",
-           "default_Ms", "m_label", "picture_title", "readout", "static_explorer"]
+__all__ = ["DEFAULT_NAMES", "DEFAULT_OPTIONS", "KINDS", "OTHER_COLOUR", "STATIC_HI", "curves",
+           "default_Ms", "flash_from", "m_label", "picture", "picture_title", "ratio_text",
+           "readout", "static_explorer", "words"]
 
 #: The algorithms shown by default.
 DEFAULT_NAMES = ("flash", "square_tiling", "standard")
@@ -163,17 +170,22 @@ def curves(N: int, d: int, Ms=None, names=None, options=None, *, backward: bool 
     names = sorted(names or DEFAULT_NAMES)
     options = DEFAULT_OPTIONS if options is None else options
     options = {n: dict(options[n]) for n in names if n in options}
-    s = sweep(N, d, Ms, names, options, backward=backward)  # dense; validates the sizes
+    if causal:      # the dense crossovers would be replaced: sweep one M (checks the sizes)
+        Ms = [as_count(M, "M") for M in Ms]
+        s = sweep(N, d, Ms[:1], names, options, backward=backward)
+        s = Sweep(s.N, s.d, Ms, {}, [], [], options=s.options, backward=backward)
+    else:
+        s = sweep(N, d, Ms, names, options, backward=backward)  # dense; validates the sizes
     out = {
         "N": s.N, "d": s.d, "backward": s.backward, "causal": causal, "Ms": list(s.Ms),
         "names": names,
         "labels": {n: s.label(n) for n in names},
         "titles": {n: TITLES.get(n, n) for n in names},
-        "totals": {n: list(s.totals[n]) for n in names},
+        "totals": {n: list(s.totals.get(n, ())) for n in names},
         "min_M": {n: _least(n, d, options, backward) for n in names},
         "lower": list(s.lower),
         "lower_any": list(s.lower_any),
-        "cheapest": s.cheapest(),
+        "cheapest": s.cheapest() if not causal else [],
         "crossovers": [{"M": c.M, "before": c.before, "after": c.after} for c in s.crossovers],
     }
     if causal:
@@ -199,9 +211,81 @@ def m_label(M: int, d: int) -> str:
     return f"M = 2^{k_text} = {_commas(M)} entries = {r_text} d²"
 
 
+def ratio_text(a: int, b: int) -> str:
+    """The exact ratio ``a / b`` of two counts, rounded half up, followed by ``×``.
+
+    Two decimals below 10, one below 100, none from 100 on; more decimals when the rounded
+    ratio would read ``1.00×`` although ``a != b``. Computed on integers (the static
+    explorer's script does the same with ``BigInt``), so no floating-point rounding enters.
+
+    Examples
+    --------
+    >>> ratio_text(3082240, 655360), ratio_text(5, 5), ratio_text(1003, 1000), ratio_text(250, 2)
+    ('4.70×', '1.00×', '1.003×', '125×')
+    """
+    a, b = int(a), int(b)
+    if b <= 0 or a < 0:
+        raise ValueError(f"a ratio of counts needs a >= 0 and b > 0, got {a} and {b}")
+    p = 2 if a < 10 * b else 1 if a < 100 * b else 0
+    while True:
+        s = 10 ** p
+        q = (2 * a * s + b) // (2 * b)
+        if a == b or q != s or p >= 9:
+            break
+        p += 1
+    t = str(q)
+    if p:
+        t = t.rjust(p + 1, "0")
+        t = t[:-p] + "." + t[-p:]
+    return t + "×"
+
+
+def _ranked(data: dict, k: int) -> tuple[list, list]:
+    """The algorithms that run at ``Ms[k]`` as ``(total, index, name)``, least first (ties to
+    the first name), and those that cannot."""
+    run, cannot = [], []
+    for i, n in enumerate(data["names"]):
+        t = data["totals"][n][k]
+        (cannot.append(n) if t is None else run.append((t, i, n)))
+    return sorted(run), cannot
+
+
+def words(data: dict, k: int) -> str:
+    """The readout in words of a picture ``data`` (from :func:`curves`) at ``Ms[k]``: the
+    cheapest algorithm and how many times less it moves than each other one (exact ratios of
+    exact counts, :func:`ratio_text`), how far it is from the lower bound, and which algorithms
+    cannot run. Algorithms are named by :data:`ioattn.plotting.TITLES`. The static explorer's
+    script and the live widget write the same sentence.
+
+    >>> print(words(curves(1024, 32, Ms=[64, 8192]), 1))  # doctest: +NORMALIZE_WHITESPACE
+    At M = 8,192: FlashAttention moves 4.70× less than square tiling and 7.90× less than
+    standard attention; that is 5.00× the lower bound.
+    """
+    T = data["titles"]
+    run, cannot = _ranked(data, k)
+    text = f"At M = {_commas(data['Ms'][k])}: "
+    if not run:
+        text += "no algorithm can run"
+    else:
+        tb, _, best = run[0]
+        if len(run) == 1:
+            text += f"only {T[best]} can run; it moves {_commas(tb)} entries"
+        else:
+            text += f"{T[best]} moves " + " and ".join(
+                f"as much as {T[n]}" if t == tb else f"{ratio_text(t, tb)} less than {T[n]}"
+                for t, _, n in run[1:])
+        lower = data["lower"][k]
+        if lower:
+            text += f"; that is {ratio_text(tb, lower)} the lower bound"
+    for n in cannot:
+        text += f"; {T[n]} cannot run (it needs M ≥ {_commas(data['min_M'][n])})"
+    return text + "."
+
+
 def readout(data: dict, k: int) -> str:
     """The readout line of a picture ``data`` (from :func:`curves`) at ``Ms[k]``: the cheapest
-    algorithm, then each algorithm's exact count (or the least ``M`` it needs) and the bound.
+    algorithm, then each algorithm's exact count (or the least ``M`` it needs) and the bound,
+    every algorithm named by :data:`ioattn.plotting.TITLES`.
     A backward or causal picture says so after ``M``: ``M = 8,192 (backward pass): cheapest
     ...``, ``M = 8,192 (causal mask): ...``, ``M = 8,192 (backward pass, causal mask): ...``;
     there the lower bound is the sparse one (:func:`ioattn.bounds.sparse_lower`).
@@ -209,15 +293,16 @@ def readout(data: dict, k: int) -> str:
     The static explorer's script writes the same text.
 
     >>> print(readout(curves(1024, 32, Ms=[64, 8192]), 1))  # doctest: +NORMALIZE_WHITESPACE
-    N = 1,024, d = 32, M = 8,192: cheapest FlashAttention. flash 655,360; square_tiling
-    (schedule=outer) 3,082,240; standard 5,177,344; lower bound 131,072
+    N = 1,024, d = 32, M = 8,192: cheapest FlashAttention. FlashAttention 655,360; square tiling
+    3,082,240; standard attention 5,177,344; lower bound 131,072
     """
-    best = data["cheapest"][k]
+    run, _ = _ranked(data, k)
+    best = run[0][2] if run else None
     parts = []
     for n in data["names"]:
         t = data["totals"][n][k]
-        parts.append(data["labels"][n] + " " + (
-            _commas(t) if t is not None else f"cannot run (needs M ≥ {_commas(data['min_M'][n])})"))
+        needs = f"cannot run (needs M ≥ {_commas(data['min_M'][n])})"
+        parts.append(data["titles"][n] + " " + (_commas(t) if t is not None else needs))
     parts.append("lower bound " + _commas(data["lower"][k]))
     tags = [t for t, on in (("backward pass", data.get("backward")),
                             ("causal mask", data.get("causal"))) if on]
@@ -236,19 +321,38 @@ def picture_title(N: int, backward: bool = False, causal: bool = False) -> str:
     return f"Exact I/O of {what}, N = {_commas(N)}"
 
 
+def flash_from(data: dict):
+    """The ``M`` from which FlashAttention stays the cheapest to the end of the picture's range
+    (the last exact crossover, when it is to FlashAttention), or ``None``.
+
+    >>> flash_from(curves(4096, 64))
+    3164
+    """
+    cs = data["crossovers"]
+    return cs[-1]["M"] if cs and cs[-1]["after"] == "flash" else None
+
+
 # ---------------------------------------------------------------------------------- static HTML
 _ids = itertools.count()
 
-#: The SVG's plot area: width, height, margins (left, right, top, bottom), in pixels.
-_W, _H = 640, 400
-_L, _R, _T, _B = 64, 16, 34, 44
+#: The SVG (in CSS pixels at its natural size): width, height, margins (left, right, top,
+#: bottom). Narrow enough that on a 390 px phone its text is still about 11 px high.
+_W, _H = 400, 330
+_L, _R, _T, _B = 52, 12, 50, 38
+#: Font size of every text in the SVG, and the width of a character assumed to place labels.
+_FONT, _CHAR = 12, 6.6
+#: Colours: the line at the slider's M, the crossovers, the lines at d^2.
+NOW_COLOUR, CROSS_COLOUR = "#f2a900", "#2ca02c"
+
+#: A white outline under a label, so that it stays readable over the lines.
+_HALO = 'stroke="#fff" stroke-width="3" paint-order="stroke"'
 
 _SUP = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
 def _domain(*pictures: dict) -> list[float]:
     """``[x0, x1, y0, y1]``: log10 of the M range and of the I/O range rounded out to decades,
-    over every picture given (the forward and backward pictures of one ``d`` share axes)."""
+    over every picture given (the four pictures of one ``N`` and ``d`` share axes)."""
     ys = [t for data in pictures for n in data["names"] for t in data["totals"][n]
           if t is not None]
     ys += [b for data in pictures for b in data["lower"] + data["lower_any"]
@@ -274,9 +378,50 @@ def _px(dom, M, y=None):
     return _tenth(px), _tenth(py)
 
 
-def _frame(data: dict, dom, shown: bool) -> str:
-    """The static parts of one ``d``'s picture, shared by both passes: ticks, grid, labels and
-    the line at ``M = d^2``."""
+def _side(x, text: str) -> tuple:
+    """Where a label beside the vertical line at ``x`` goes: ``(x, anchor)``, to the right of
+    the line unless it would cross the plot's right edge (the script decides the same way)."""
+    if x + 4 + _CHAR * len(text) > _W - _R:
+        return _tenth(x - 4), "end"
+    return _tenth(x + 4), "start"
+
+
+def _gpu_marks(dom) -> str:
+    """Triangles on the plot's top edge at the on-chip memory of real GPUs (:mod:`ioattn.gpus`,
+    fp16 entries), each named on its own row above; GPUs beyond the range named at a side."""
+    lo, hi = 10 ** dom[0], 10 ** dom[1]
+    out, beyond = [], []
+    for row, (names, M) in enumerate(gpus.marks()):
+        what = (f"{names}: on-chip memory of one SM (shared memory + registers) = "
+                f"{_commas(M)} fp16 entries")
+        if not lo <= M <= hi:
+            beyond.append((names, "→" if M > hi else "←", what))
+            continue
+        x = _px(dom, M)
+        y = 13 + 13 * row
+        tx, anchor = (_tenth(x - 5), "start") if x - 5 + 7.2 * len(names) <= _W - 2 else \
+            (_tenth(x + 5), "end")
+        out.append(f'<g class="ioe-gpu"><title>{html.escape(what)}</title>'
+                   f'<path d="M{_tenth(x - 5)} {_T - 9}L{_tenth(x + 5)} {_T - 9}L{x} {_T}Z" '
+                   f'fill="#444"/><line x1="{x}" y1="{y + 2}" x2="{x}" y2="{_T - 9}" '
+                   f'stroke="#999"/><text x="{tx}" y="{y}" text-anchor="{anchor}">'
+                   f'{html.escape(names)}</text></g>')
+    for side in ("←", "→"):
+        names = [n for n, s, _ in beyond if s == side]
+        if names:
+            text = ("GPUs: " + ", ".join(names) + " →") if side == "→" else \
+                ("← GPUs: " + ", ".join(names))
+            tip = "; ".join(w for _, s, w in beyond if s == side)
+            x, anchor = (_W - _R, "end") if side == "→" else (_L, "start")
+            out.append(f'<g class="ioe-gpu"><title>{html.escape(tip)}</title>'
+                       f'<text x="{x}" y="13" text-anchor="{anchor}">{html.escape(text)}'
+                       '</text></g>')
+    return "".join(out)
+
+
+def _frame(N: int, d: int, dom, shown: bool) -> str:
+    """The static parts of one ``(N, d)``'s picture, shared by both passes and masks: ticks,
+    grid, the line at ``M = d^2`` (labelled) and the marks of real GPUs."""
     x0, x1, y0, y1 = dom
     bottom, right = _H - _B, _W - _R
     out = []
@@ -284,38 +429,53 @@ def _frame(data: dict, dom, shown: bool) -> str:
         x = _px(dom, 10 ** e)
         out.append(f'<line x1="{x}" y1="{_T}" x2="{x}" y2="{bottom}" stroke="#eee"/>'
                    f'<line x1="{x}" y1="{bottom}" x2="{x}" y2="{bottom + 5}" stroke="#333"/>'
-                   f'<text x="{x}" y="{bottom + 18}" text-anchor="middle">'
+                   f'<text x="{x}" y="{bottom + 17}" text-anchor="middle">'
                    f'10{str(e).translate(_SUP)}</text>')
     for e in range(int(y0), int(y1) + 1):
         y = _px(dom, 10 ** x0, 10 ** e)[1]
         out.append(f'<line x1="{_L}" y1="{y}" x2="{right}" y2="{y}" stroke="#eee"/>'
                    f'<line x1="{_L - 5}" y1="{y}" x2="{_L}" y2="{y}" stroke="#333"/>'
-                   f'<text x="{_L - 8}" y="{y + 4}" text-anchor="end">'
+                   f'<text x="{_L - 7}" y="{y + 4}" text-anchor="end">'
                    f'10{str(e).translate(_SUP)}</text>')
-    d2 = data["d"] ** 2
+    d2 = d * d
     x = _px(dom, d2)
+    text = f"d² = {_commas(d2)}"
+    tx, anchor = _side(x, text)
     out.append(f'<line x1="{x}" y1="{_T}" x2="{x}" y2="{bottom}" stroke="#000" '
-               f'stroke-opacity="0.6"/><text x="{x + 4}" y="{_T + 12}">M = d² = {_commas(d2)}'
-               '</text>')
+               f'stroke-opacity="0.6"/><text class="ioe-label" x="{tx}" y="{_T + 13}" '
+               f'text-anchor="{anchor}" {_HALO}>{text}</text>')
+    out.append(_gpu_marks(dom))
     display = "" if shown else ' display="none"'
-    return (f'<g class="ioe-frame" data-d="{data["d"]}"{display} font-family="sans-serif" '
-            f'font-size="11" fill="#222">{"".join(out)}</g>')
+    return (f'<g class="ioe-frame" data-n="{N}" data-d="{d}"{display}>{"".join(out)}</g>')
 
 
 def _cross(data: dict, dom, shown: bool) -> str:
-    """The dotted lines at the exact crossovers of one picture (one ``d``, one pass, one
-    mask)."""
+    """The lines at the exact crossovers of one picture (one ``N``, ``d``, pass and mask):
+    dotted at each change of the cheapest, dashed and labelled at the ``M`` from which
+    FlashAttention stays the cheapest (:func:`flash_from`)."""
     bottom = _H - _B
     out = []
+    last = flash_from(data)
     for c in data["crossovers"]:
         x = _px(dom, c["M"])
-        out.append(f'<line x1="{x}" y1="{_T}" x2="{x}" y2="{bottom}"><title>crossover at '
-                   f'M = {_commas(c["M"])}: {c["before"]} → {c["after"]}</title></line>')
+        tip = (f'<title>crossover at M = {_commas(c["M"])}: {TITLES.get(c["before"], "none")} '
+               f'→ {TITLES.get(c["after"], "none")}</title>')
+        if c["M"] == last and c is data["crossovers"][-1]:
+            first, second = "FlashAttention cheapest", f"from M = {_commas(last)}"
+            tx, anchor = _side(x, first)
+            out.append(f'<line class="ioe-flash" x1="{x}" y1="{_T}" x2="{x}" y2="{bottom}" '
+                       f'stroke-width="1.6" stroke-dasharray="6 3">{tip}</line>'
+                       f'<text class="ioe-label" x="{tx}" y="{_T + 28}" text-anchor="{anchor}" '
+                       f'fill="#1a6e1a" {_HALO}>{first}<tspan x="{tx}" dy="13">{second}'
+                       '</tspan></text>')
+        else:
+            out.append(f'<line x1="{x}" y1="{_T}" x2="{x}" y2="{bottom}" '
+                       f'stroke-dasharray="2 3">{tip}</line>')
     display = "" if shown else ' display="none"'
-    return (f'<g class="ioe-cross" data-d="{data["d"]}" '
+    return (f'<g class="ioe-cross" data-n="{data["N"]}" data-d="{data["d"]}" '
             f'data-pass="{"backward" if data["backward"] else "forward"}" '
             f'data-mask="{"causal" if data.get("causal") else "none"}"{display} '
-            f'stroke="#2ca02c" stroke-dasharray="2 3">{"".join(out)}</g>')
+            f'stroke="{CROSS_COLOUR}">{"".join(out)}</g>')
 
 
 def _points(data, dom, values) -> str:
@@ -323,72 +483,156 @@ def _points(data, dom, values) -> str:
                     if t is not None and t > 0)
 
 
+#: The static explorer's cache sizes run to ``STATIC_HI d^2`` by default.
+STATIC_HI = 16
+
+#: The pictures of the static explorer, by pass and mask, as the JSON names them.
+KINDS = {(False, False): "forward", (True, False): "backward", (False, True): "causal",
+         (True, True): "causal_backward"}
+
+
 _SCRIPT = """(function () {
   var root = document.getElementById("%(id)s");
   if (!root) return;
   var D = JSON.parse(root.querySelector("script.ioe-data").textContent);
-  var W = %(W)d, H = %(H)d, L = %(L)d, R = %(R)d, T = %(T)d, B = %(B)d;
-  var sM = root.querySelector("input.ioe-M"), sd = root.querySelector("input.ioe-d");
-  var sp = root.querySelector("select.ioe-pass"), sk = root.querySelector("select.ioe-mask");
-  var outM = root.querySelector(".ioe-Mvalue"), outd = root.querySelector(".ioe-dvalue");
-  var out = root.querySelector(".ioe-readout"), now = root.querySelector("line.ioe-now");
-  var title = root.querySelector("text.ioe-title");
-  var lower = root.querySelector("polyline.ioe-lower");
-  var lowerAny = root.querySelector("polyline.ioe-lower-any");
-  var frames = root.querySelectorAll("g.ioe-frame");
-  var cross = root.querySelectorAll("g.ioe-cross");
-  var lines = {}, marks = {};
-  var ls = root.querySelectorAll("polyline.ioe-curve");
-  var ms = root.querySelectorAll("circle.ioe-marker");
-  for (var i = 0; i < ls.length; i++) lines[ls[i].getAttribute("data-name")] = ls[i];
+  var W = %(W)d, H = %(H)d, L = %(L)d, R = %(R)d, T = %(T)d, B = %(B)d, CHAR = %(CHAR)s;
+  function q(s) { return root.querySelector(s); }
+  function qa(s) { return root.querySelectorAll(s); }
+  var sM = q("input.ioe-M"), sd = q("input.ioe-d"), sN = q("input.ioe-N");
+  var passB = qa("button.ioe-pass"), maskB = qa("button.ioe-mask");
+  var outM = q(".ioe-Mvalue"), outd = q(".ioe-dvalue"), outN = q(".ioe-Nvalue");
+  var outWords = q(".ioe-words"), outNumbers = q(".ioe-numbers");
+  var now = q("line.ioe-now"), nowText = q("text.ioe-now-label"), title = q(".ioe-title");
+  var lower = q("polyline.ioe-lower"), lowerAny = q("polyline.ioe-lower-any");
+  var frames = qa("g.ioe-frame"), cross = qa("g.ioe-cross");
+  var lines = {}, marks = {}, i;
+  var ls = qa("polyline.ioe-curve"), ms = qa("circle.ioe-marker");
+  for (i = 0; i < ls.length; i++) lines[ls[i].getAttribute("data-name")] = ls[i];
   for (i = 0; i < ms.length; i++) marks[ms[i].getAttribute("data-name")] = ms[i];
+  function pressed(bs) {
+    for (var b = 0; b < bs.length; b++)
+      if (bs[b].getAttribute("aria-pressed") === "true") return bs[b].getAttribute("data-value");
+    return bs[0].getAttribute("data-value");
+  }
+  var state = {pass: pressed(passB), mask: pressed(maskB)};
   function commas(n) { return String(n).replace(/\\B(?=(\\d{3})+(?!\\d))/g, ","); }
+  function tenth(v) { return Math.round(10 * v) / 10; }
   function px(dom, M) {
-    return Math.round(10 * (L + (Math.log10(M) - dom[0]) / (dom[1] - dom[0]) * (W - L - R))) / 10;
+    return tenth(L + (Math.log10(M) - dom[0]) / (dom[1] - dom[0]) * (W - L - R));
   }
   function py(dom, y) {
-    return Math.round(10 * (T + (dom[3] - Math.log10(y)) / (dom[3] - dom[2]) * (H - T - B))) / 10;
+    return tenth(T + (dom[3] - Math.log10(y)) / (dom[3] - dom[2]) * (H - T - B));
   }
-  function points(c, values) {
+  function points(c, Ms, values) {
     var p = [];
-    for (var k = 0; k < c.Ms.length; k++)
+    for (var k = 0; k < Ms.length; k++)
       if (values[k] !== null && values[k] > 0)
-        p.push(px(c.dom, c.Ms[k]) + "," + py(c.dom, values[k]));
+        p.push(px(c.dom, Ms[k]) + "," + py(c.dom, values[k]));
     return p.join(" ");
+  }
+  function ratio(a, b) {            /* ioattn.explorer.ratio_text, on BigInt */
+    var A = BigInt(a), Bq = BigInt(b), p = A < 10n * Bq ? 2 : A < 100n * Bq ? 1 : 0, s, r;
+    for (;;) {
+      s = 10n ** BigInt(p);
+      r = (2n * A * s + Bq) / (2n * Bq);
+      if (A === Bq || r !== s || p >= 9) break;
+      p++;
+    }
+    var t = r.toString();
+    if (p > 0) {
+      while (t.length < p + 1) t = "0" + t;
+      t = t.slice(0, t.length - p) + "." + t.slice(t.length - p);
+    }
+    return t + "\\u00d7";
+  }
+  function ranked(c, k) {
+    var run = [], cannot = [];
+    for (var j = 0; j < D.names.length; j++) {
+      var n = D.names[j], t = c.totals[n][k];
+      if (t === null) cannot.push(n); else run.push([t, j, n]);
+    }
+    run.sort(function (x, y) { return x[0] - y[0] || x[1] - y[1]; });
+    return [run, cannot];
+  }
+  function words(c, M, k) {          /* ioattn.explorer.words */
+    var T_ = D.titles, rc = ranked(c, k), run = rc[0], cannot = rc[1];
+    var text = "At M = " + commas(M) + ": ";
+    if (!run.length) text += "no algorithm can run";
+    else {
+      var tb = run[0][0], best = run[0][2];
+      if (run.length === 1) text += "only " + T_[best] + " can run; it moves " + commas(tb) +
+        " entries";
+      else {
+        var parts = [];
+        for (var j = 1; j < run.length; j++)
+          parts.push(run[j][0] === tb ? "as much as " + T_[run[j][2]] :
+                     ratio(run[j][0], tb) + " less than " + T_[run[j][2]]);
+        text += T_[best] + " moves " + parts.join(" and ");
+      }
+      if (c.lower[k]) text += "; that is " + ratio(tb, c.lower[k]) + " the lower bound";
+    }
+    for (j = 0; j < cannot.length; j++)
+      text += "; " + T_[cannot[j]] + " cannot run (it needs M \\u2265 " +
+        commas(c.min_M[cannot[j]]) + ")";
+    return text + ".";
+  }
+  function numbers(c, N, d, M, k, tags) {     /* ioattn.explorer.readout */
+    var run = ranked(c, k)[0], parts = [];
+    for (var j = 0; j < D.names.length; j++) {
+      var n = D.names[j], t = c.totals[n][k];
+      parts.push(D.titles[n] + " " + (t !== null ? commas(t) :
+        "cannot run (needs M \\u2265 " + commas(c.min_M[n]) + ")"));
+    }
+    parts.push("lower bound " + commas(c.lower[k]));
+    return "N = " + commas(N) + ", d = " + d + ", M = " + commas(M) +
+      (tags.length ? " (" + tags.join(", ") + ")" : "") + ": cheapest " +
+      (run.length ? D.titles[run[0][2]] : "none") + ". " + parts.join("; ");
+  }
+  function clamp(s, n) {
+    var v = Math.max(0, Math.min(n - 1, Math.round(+s.value)));
+    s.value = String(v);
+    return v;
   }
   var shown = "";
   function show() {
-    var back = sp.value === "backward", causal = sk.value === "causal";
-    var j = Math.max(0, Math.min(D.ds.length - 1, Math.round(+sd.value)));
-    var c = (causal ? (back ? D.causal_backward : D.causal) : (back ? D.backward : D.curves))[j];
-    sM.max = String(c.Ms.length - 1);
-    var k = Math.max(0, Math.min(c.Ms.length - 1, Math.round(+sM.value)));
-    sd.value = String(j); sM.value = String(k);
-    if (j + sp.value + sk.value !== shown) {
-      shown = j + sp.value + sk.value;
+    var back = state.pass === "backward", causal = state.mask === "causal";
+    var i = clamp(sN, D.Ns.length), j = clamp(sd, D.ds.length), k = clamp(sM, D.Ms[j].length);
+    var kind = causal ? (back ? "causal_backward" : "causal") : (back ? "backward" : "forward");
+    var c = D[kind][i][j], N = D.Ns[i], d = D.ds[j], Ms = D.Ms[j], M = Ms[k];
+    sM.max = String(Ms.length - 1);
+    var key = i + " " + j + " " + kind;
+    if (key !== shown) {
+      shown = key;
       for (var f = 0; f < frames.length; f++)
-        frames[f].setAttribute("display",
-                               +frames[f].getAttribute("data-d") === c.d ? "inline" : "none");
+        frames[f].setAttribute("display", +frames[f].getAttribute("data-n") === N &&
+                               +frames[f].getAttribute("data-d") === d ? "inline" : "none");
       for (f = 0; f < cross.length; f++)
-        cross[f].setAttribute("display", +cross[f].getAttribute("data-d") === c.d &&
-                              cross[f].getAttribute("data-pass") === sp.value &&
-                              cross[f].getAttribute("data-mask") === sk.value ? "inline" : "none");
-      for (var n in lines) lines[n].setAttribute("points", points(c, c.totals[n]));
-      lower.setAttribute("points", points(c, c.lower));
-      lowerAny.setAttribute("points", points(c, c.lower_any));
+        cross[f].setAttribute("display", +cross[f].getAttribute("data-n") === N &&
+                              +cross[f].getAttribute("data-d") === d &&
+                              cross[f].getAttribute("data-pass") === state.pass &&
+                              cross[f].getAttribute("data-mask") === state.mask ?
+                              "inline" : "none");
+      for (var n in lines) lines[n].setAttribute("points", points(c, Ms, c.totals[n]));
+      lower.setAttribute("points", points(c, Ms, c.lower));
+      lowerAny.setAttribute("points", points(c, Ms, c.lower_any));
       title.textContent = "Exact I/O of " + (back ? (causal ? "the causal attention backward pass"
         : "the attention backward pass") : (causal ? "causal attention" : "attention")) +
-        ", N = " + commas(c.N);
+        ", N = " + commas(N) + ", d = " + d;
+      for (f = 0; f < passB.length; f++)
+        passB[f].setAttribute("aria-pressed",
+                              String(passB[f].getAttribute("data-value") === state.pass));
+      for (f = 0; f < maskB.length; f++)
+        maskB[f].setAttribute("aria-pressed",
+                              String(maskB[f].getAttribute("data-value") === state.mask));
     }
-    var M = c.Ms[k], x = px(c.dom, M);
+    var x = px(c.dom, M);
     now.setAttribute("x1", x); now.setAttribute("x2", x);
-    var best = null, parts = [];
-    for (var q = 0; q < c.names.length; q++) {
-      var name = c.names[q], t = c.totals[name][k];
-      if (t !== null && (best === null || t < c.totals[best][k])) best = name;
-      parts.push(c.labels[name] + " " + (t !== null ? commas(t) :
-        "cannot run (needs M \\u2265 " + commas(c.min_M[name]) + ")"));
-      var m = marks[name];
+    var label = "M = " + commas(M), right = x + 4 + CHAR * label.length > W - R;
+    nowText.setAttribute("x", tenth(right ? x - 4 : x + 4));
+    nowText.setAttribute("text-anchor", right ? "end" : "start");
+    nowText.textContent = label;
+    for (var q2 = 0; q2 < D.names.length; q2++) {
+      var name = D.names[q2], t = c.totals[name][k], m = marks[name];
       if (t !== null) {
         m.setAttribute("cx", x); m.setAttribute("cy", py(c.dom, t));
         m.setAttribute("visibility", "visible");
@@ -396,18 +640,30 @@ _SCRIPT = """(function () {
         m.setAttribute("visibility", "hidden");
       }
     }
-    parts.push("lower bound " + commas(c.lower[k]));
     outM.textContent = D.mlabels[j][k];
-    outd.textContent = "d = " + c.d;
+    outd.textContent = "d = " + d;
+    outN.textContent = "N = " + commas(N);
     var tags = (back ? ["backward pass"] : []).concat(causal ? ["causal mask"] : []);
-    out.textContent = "N = " + commas(c.N) + ", d = " + c.d + ", M = " + commas(M) +
-      (tags.length ? " (" + tags.join(", ") + ")" : "") + ": cheapest " +
-      (best === null ? "none" : c.titles[best]) + ". " + parts.join("; ");
+    outWords.textContent = words(c, M, k);
+    outNumbers.textContent = numbers(c, N, d, M, k, tags);
+  }
+  function step(by) { return function () { sM.value = String(+sM.value + by); show(); }; }
+  function choose(bs, what) {
+    for (var b = 0; b < bs.length; b++)
+      (function (el) {
+        el.addEventListener("click", function () {
+          state[what] = el.getAttribute("data-value");
+          show();
+        });
+      })(bs[b]);
   }
   sM.addEventListener("input", show);
   sd.addEventListener("input", show);
-  sp.addEventListener("change", show);
-  sk.addEventListener("change", show);
+  sN.addEventListener("input", show);
+  q("button.ioe-less").addEventListener("click", step(-1));
+  q("button.ioe-more").addEventListener("click", step(1));
+  choose(passB, "pass");
+  choose(maskB, "mask");
   show();
 })();"""
 
@@ -418,42 +674,127 @@ def _json_in_html(obj) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, d: int | None = None,
-                    M: int | None = None, backward: bool = False, causal: bool = False,
-                    names=None, options=None) -> str:
+#: What the JSON keeps of each :func:`curves` picture (the rest is shared, see
+#: :func:`static_explorer`).
+_KEPT = ("totals", "lower", "lower_any", "min_M", "dom")
+
+
+def picture(payload: dict, kind: str, i: int, j: int) -> dict:
+    """The picture of a static explorer's JSON ``payload`` for ``Ns[i]``, ``ds[j]`` and ``kind``
+    (a value of :data:`KINDS`), as a dict that :func:`readout` and :func:`words` read: what
+    :func:`curves` gives, without ``labels``, ``cheapest`` and ``crossovers``."""
+    c = dict(payload[kind][i][j])
+    backward, causal = next(b for b, k in KINDS.items() if k == kind)
+    c.update(N=payload["Ns"][i], d=payload["ds"][j], Ms=payload["Ms"][j],
+             names=payload["names"], titles=payload["titles"], backward=backward, causal=causal)
+    return c
+
+
+_TOUCH = "min-height:40px;min-width:44px"
+
+
+def _buttons(cls: str, values, chosen: str, tips: dict) -> str:
+    return "".join(
+        f'<button type="button" class="{cls}" data-value="{v}" '
+        f'aria-pressed="{"true" if v == chosen else "false"}" title="{html.escape(tips[v])}" '
+        f'style="{_TOUCH};padding:0 0.8em">{v}</button>' for v in values)
+
+
+def _swatch(inner: str) -> str:
+    return (f'<svg width="28" height="14" viewBox="0 0 28 14" aria-hidden="true" '
+            f'style="flex:none">{inner}</svg>')
+
+
+def _legend(c: dict, names, options: dict) -> str:
+    """The legend, in HTML under the picture (it wraps on a narrow screen)."""
+    items = []
+    for n in names:
+        colour = STYLE.get(n, {}).get("color", OTHER_COLOUR)
+        items.append((f'<line x1="1" y1="7" x2="27" y2="7" stroke="{colour}" stroke-width="2"/>'
+                      f'<circle cx="14" cy="7" r="4" fill="{colour}"/>',
+                      plot_label(n, **options.get(n, {}))))
+    items += [
+        ('<line x1="1" y1="7" x2="27" y2="7" stroke="#000" stroke-dasharray="5 3"/>',
+         "lower bound for programs (standard matrix products; sparse with a mask)"),
+        ('<line x1="1" y1="7" x2="27" y2="7" stroke="#000" stroke-dasharray="1 3"/>',
+         "lower bound for any matrix multiplication (dense only)"),
+        ('<line x1="14" y1="0" x2="14" y2="14" stroke="#000" stroke-opacity="0.6"/>',
+         "M = d²"),
+        (f'<line x1="14" y1="0" x2="14" y2="14" stroke="{CROSS_COLOUR}" stroke-width="1.6" '
+         'stroke-dasharray="4 2"/>', "from here on FlashAttention is the cheapest"),
+        (f'<line x1="14" y1="0" x2="14" y2="14" stroke="{CROSS_COLOUR}" '
+         'stroke-dasharray="2 2"/>', "another change of the cheapest"),
+        (f'<line x1="14" y1="0" x2="14" y2="14" stroke="{NOW_COLOUR}" stroke-width="2"/>',
+         "the M of the slider"),
+        ('<path d="M9 2L19 2L14 11Z" fill="#444"/>',
+         "on-chip memory of one SM of a GPU (shared memory + registers) in fp16 entries: "
+         + "; ".join(f"{names} {_commas(M)}" for names, M in gpus.marks())),
+    ]
+    return "".join(
+        '<span style="display:inline-flex;gap:0.35em;align-items:center;margin:0 1em 0.2em 0">'
+        f'{_swatch(svg)}<span>{html.escape(text)}</span></span>' for svg, text in items)
+
+
+def _four(block) -> dict:
+    """The four pictures (:data:`KINDS`) of one ``(N, d)``, sharing their axes (``dom``)."""
+    N, d, Ms, names, options = block
+    four = {kind: curves(N, d, Ms, names, options, backward=bk, causal=ck)
+            for (bk, ck), kind in KINDS.items()}
+    dom = _domain(*four.values())
+    for p in four.values():
+        p["dom"] = dom
+    return four
+
+
+def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, Ns=None,
+                    d: int | None = None, M: int | None = None, backward: bool = False,
+                    causal: bool = False, names=None, options=None,
+                    workers: int = 1) -> str:
     """A self-contained HTML crossover explorer for a static page, forward and backward.
 
     An inline SVG log-log plot of exact I/O against ``M`` (decade ticks, one polyline per
-    algorithm in the colours of :data:`ioattn.plotting.STYLE`, the lower bound dashed, a line at
-    ``M = d^2``, dotted green lines at the exact crossovers, a circle on each curve at the
-    current ``M`` and a line there); a range input labelled "M" stepping through the cache
-    sizes (shown as ``M = 2^k = ... entries = r d²``), a range input labelled "d" switching
-    between ``ds``, a select labelled "pass" switching between the forward and the backward
-    pass, a select labelled "mask" switching between dense attention ("none") and causal
-    attention ("causal": :func:`ioattn.masks.causal`, the masked algorithms' exact I/O and the
-    sparse lower bound), and a readout line (:func:`readout`: the cheapest algorithm and every
-    exact count). The exact totals of every ``d``, for both passes and both masks, are computed
-    here by :func:`curves` and embedded as JSON in a ``<script type="application/json"
-    class="ioe-data">`` element; a small inline script recomputes the geometry from them when a
-    control changes. The four pictures of one ``d`` share the axes, so switching shows how much
-    more the backward moves and how much a causal mask saves.
-    Without script the picture shows the initial point. No external asset, no network access;
-    every element sits under a ``div`` with a unique id, so several explorers can share a page.
+    algorithm in the colours of :data:`ioattn.plotting.STYLE`, the lower bound dashed, a
+    labelled line at ``M = d^2``, dotted green lines at the exact crossovers and a dashed,
+    labelled one where FlashAttention becomes the cheapest for good (:func:`flash_from`),
+    triangles on the top edge at the on-chip memory of real GPUs (:func:`ioattn.gpus.marks`),
+    a circle on each curve at the current ``M`` and a labelled line there); under it a legend
+    (HTML, so it wraps on a narrow screen) and the controls, one per row: a range input "M"
+    stepping through the cache sizes (shown as ``M = 2^k = ... entries = r d²``) with "−" and
+    "+" buttons, range inputs "N" and "d" switching between ``Ns`` and ``ds``, "pass" buttons
+    (forward, backward) and "mask" buttons (none: dense attention; causal:
+    :func:`ioattn.masks.causal`, the masked algorithms' exact I/O and the sparse lower bound);
+    and a readout: :func:`words` (the cheapest and exact ratios) and :func:`readout` (every
+    exact count). Every control is at least 40 px high, for fingers. The SVG is 400 px wide at
+    its natural size and scales down with the page.
 
-    The JSON object has ``ds``; ``curves`` and ``backward``, one :func:`curves` dict per ``d``
-    for the forward and the backward pass, and ``causal`` and ``causal_backward``, the same with
-    ``causal=True``, each with, in addition, ``dom`` (log10 of the plotted M and I/O ranges,
-    the same for the four pictures of one ``d``); and ``mlabels`` (per ``d``, the
-    :func:`m_label` of each ``M``).
+    The exact totals of every ``N`` and ``d``, for both passes and both masks, are computed
+    here by :func:`curves` and embedded as JSON in a ``<script type="application/json"
+    class="ioe-data">`` element; a small inline script recomputes the geometry and the
+    readout from them when a control changes. The four pictures of one ``N`` and ``d`` share
+    the axes, so switching shows how much more the backward moves and how much a causal mask
+    saves. Without script the picture shows the initial point. No external asset, no network
+    access; every element sits under a ``div`` with a unique id, so several explorers can share
+    a page.
+
+    The JSON object has ``Ns``, ``ds``, ``names`` and ``titles``; ``Ms`` and ``mlabels`` (per
+    ``d``, the cache sizes and their :func:`m_label`); and ``forward``, ``backward``,
+    ``causal`` and ``causal_backward`` (the keys of :data:`KINDS`), each a list per ``N`` of a
+    list per ``d`` of what :func:`curves` gives for that picture, reduced to ``totals``,
+    ``lower``, ``lower_any``, ``min_M`` and ``dom`` (log10 of the plotted M and I/O ranges,
+    the same for the four pictures of one ``N`` and ``d``); :func:`picture` reads one back.
 
     Parameters
     ----------
     N : int
-        Sequence length.
+        The sequence length shown first.
     ds : sequence of int
         Head dimensions offered by the "d" slider.
     Ms : list of int, optional
-        Cache sizes, the same for every ``d``; :func:`default_Ms` of each ``d`` by default.
+        Cache sizes, the same for every ``d``; by default :func:`default_Ms` of each ``d`` up to
+        ``STATIC_HI d^2`` (32 sizes from ``max(16, d^2/16)`` to ``16 d^2``: FlashAttention
+        takes over below ``2 d^2``, and the exact crossovers cost every ``M`` of the range).
+    Ns : sequence of int, optional
+        Sequence lengths offered by the "N" slider; ``N / 4, N, 4 N`` by default.
     d : int, optional
         The ``d`` shown first (64 if in ``ds``, else the first).
     M : int, optional
@@ -464,6 +805,12 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, d: int | N
         Show the causal mask first (dense attention by default).
     names, options
         As for :func:`curves`.
+    workers : int, optional
+        Processes that compute the pictures, one ``(N, d)`` at a time, the largest ``d`` (the
+        dearest: the exact crossovers cost each ``M`` of the range) first. With 1, the
+        default, everything is computed in this process; with more, the processes are
+        started with ``spawn``, so a script must call this under ``if __name__ ==
+        "__main__":``.
 
     Returns
     -------
@@ -471,42 +818,54 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, d: int | N
         The HTML snippet (e.g. for ``IPython.display.HTML``).
     """
     ds = [int(v) for v in ds]
+    Ns = sorted({int(v) for v in (Ns if Ns is not None else
+                                  ((N // 4, N, 4 * N) if N >= 4 else (N,)))})
     if d is None:
         d = 64 if 64 in ds else ds[0]
     if d not in ds:
         raise ValueError(f"d = {d} is not one of ds = {ds}")
+    if N not in Ns:
+        raise ValueError(f"N = {N} is not one of Ns = {Ns}")
     for flag, label in ((backward, "backward"), (causal, "causal")):
         if not isinstance(flag, bool):
             raise TypeError(f"{label} must be True or False, got {flag!r}")
-    j = ds.index(d)
-    kinds = [(False, False), (True, False), (False, True), (True, True)]   # (backward, causal)
-    pictures = {kind: [] for kind in kinds}
-    mlabels = []
-    for dd in ds:
-        four = {(b, m): curves(N, dd, Ms, names, options, backward=b, causal=m)
-                for b, m in kinds}
-        dom = _domain(*four.values())
+    i, j = Ns.index(N), ds.index(d)
+    options = DEFAULT_OPTIONS if options is None else options
+    full = {kind: [[None] * len(ds) for _ in Ns] for kind in KINDS.values()}
+    blocks = [(nn, dd, default_Ms(dd, hi_factor=STATIC_HI) if Ms is None else Ms, names, options)
+              for nn in Ns for dd in ds]
+    if workers > 1:                     # the sweeps of each (N, d) in separate processes,
+        ctx = multiprocessing.get_context("spawn")          # the largest d first
+        first = sorted(range(len(blocks)), key=lambda x: -blocks[x][1])
+        with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+            got = dict(zip(first, pool.map(_four, [blocks[x] for x in first])))
+        done = [got[x] for x in range(len(blocks))]
+    else:
+        done = [_four(block) for block in blocks]
+    for (a, b), four in zip(itertools.product(range(len(Ns)), range(len(ds))), done):
         for kind, p in four.items():
-            p["dom"] = dom
-            pictures[kind].append(p)
-        mlabels.append([m_label(v, dd) for v in four[False, False]["Ms"]])
-    forward = pictures[False, False]
-    c = pictures[backward, causal][j]
+            full[kind][a][b] = p
+    first = full["forward"][0]
+    c = full[KINDS[backward, causal]][i][j]
+    names = c["names"]
     target = d * d if M is None else M
-    k = min(range(len(c["Ms"])), key=lambda i: abs(math.log(c["Ms"][i] / target)))
-    payload = _json_in_html({"ds": ds, "curves": forward, "backward": pictures[True, False],
-                             "causal": pictures[False, True],
-                             "causal_backward": pictures[True, True], "mlabels": mlabels})
+    k = min(range(len(c["Ms"])), key=lambda x: abs(math.log(c["Ms"][x] / target)))
+    data = {"Ns": Ns, "ds": ds, "names": names, "titles": c["titles"],
+            "Ms": [p["Ms"] for p in first], "mlabels": [[m_label(v, p["d"]) for v in p["Ms"]]
+                                                        for p in first]}
+    for kind, rows in full.items():
+        data[kind] = [[{key: p[key] for key in _KEPT} for p in row] for row in rows]
+    payload = _json_in_html(data)
     uid = f"ioattn-explorer-{hashlib.sha1(payload.encode()).hexdigest()[:10]}-{next(_ids)}"
     dom, bottom = c["dom"], _H - _B
 
-    frames = "".join(_frame(p, p["dom"], i == j) for i, p in enumerate(forward))
-    frames += "".join(_cross(p, p["dom"], i == j and kind == (backward, causal))
-                      for kind in kinds for i, p in enumerate(pictures[kind]))
-    polylines, markers, legend = [], [], []
-    lh = 16 * len(c["names"]) + 38                # the legend box, bottom left
-    lx, ly = _L + 6, bottom - 6 - lh
-    for i, n in enumerate(c["names"]):
+    frames = "".join(_frame(nn, dd, full["forward"][a][b]["dom"], (a, b) == (i, j))
+                     for a, nn in enumerate(Ns) for b, dd in enumerate(ds))
+    frames += "".join(_cross(p, p["dom"], (a, b) == (i, j) and kind == KINDS[backward, causal])
+                      for kind, rows in full.items() for a, row in enumerate(rows)
+                      for b, p in enumerate(row))
+    polylines, markers = [], []
+    for n in names:
         colour = STYLE.get(n, {}).get("color", OTHER_COLOUR)
         polylines.append(f'<polyline class="ioe-curve" data-name="{html.escape(n)}" '
                          f'points="{_points(c, dom, c["totals"][n])}" fill="none" '
@@ -516,75 +875,81 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, d: int | N
         markers.append(f'<circle class="ioe-marker" data-name="{html.escape(n)}" cx="{cx}" '
                        f'cy="{cy}" r="5" fill="{colour}" stroke="#fff" stroke-width="1.5" '
                        f'visibility="{"visible" if t is not None else "hidden"}"/>')
-        y = ly + 14 + 16 * i
-        legend.append(f'<line x1="{lx + 6}" y1="{y}" x2="{lx + 28}" y2="{y}" '
-                      f'stroke="{colour}" stroke-width="2"/><text x="{lx + 34}" '
-                      f'y="{y + 4}">{html.escape(c["labels"][n])}</text>')
-    y = ly + 14 + 16 * len(c["names"])
-    legend.append(f'<line x1="{lx + 6}" y1="{y}" x2="{lx + 28}" y2="{y}" '
-                  f'stroke="#000" stroke-dasharray="5 3"/><text x="{lx + 34}" '
-                  f'y="{y + 4}">lower bound for programs (standard matmul)</text>')
-    legend.append(f'<line x1="{lx + 6}" y1="{y + 16}" x2="{lx + 28}" y2="{y + 16}" '
-                  f'stroke="#000" stroke-dasharray="1 3"/><text x="{lx + 34}" '
-                  f'y="{y + 20}">lower bound (any matmul; dense only)</text>')
     now = _px(dom, c["Ms"][k])
+    now_text = f"M = {_commas(c['Ms'][k])}"
+    nx, nanchor = _side(now, now_text)
+    title = f"{picture_title(N, backward, causal)}, d = {d}"
     svg = (
         f'<svg viewBox="0 0 {_W} {_H}" width="{_W}" height="{_H}" role="img" '
-        f'aria-label="exact I/O of attention, forward or backward pass, dense or causal, against '
-        'the cache size '
-        f'M, log-log, N = {N}" '
-        'style="max-width:100%;height:auto;display:block;background:#fff">'
+        'aria-label="exact I/O of attention against the cache size M, log-log, with the lower '
+        'bounds, the crossovers and the on-chip memory of real GPUs" '
+        f'font-family="sans-serif" font-size="{_FONT}" fill="#222" '
+        'style="width:100%;max-width:540px;height:auto;display:block;background:#fff">'
         f'{frames}'
         f'<rect x="{_L}" y="{_T}" width="{_W - _L - _R}" height="{_H - _T - _B}" fill="none" '
         'stroke="#333"/>'
-        f'<line class="ioe-now" x1="{now}" y1="{_T}" x2="{now}" y2="{bottom}" stroke="#f2a900" '
-        'stroke-width="2"/>'
+        f'<line class="ioe-now" x1="{now}" y1="{_T}" x2="{now}" y2="{bottom}" '
+        f'stroke="{NOW_COLOUR}" stroke-width="2"/>'
         f'<polyline class="ioe-lower" points="{_points(c, dom, c["lower"])}" fill="none" '
         'stroke="#000" stroke-width="1.2" stroke-dasharray="5 3"/>'
         f'<polyline class="ioe-lower-any" points="{_points(c, dom, c["lower_any"])}" '
         'fill="none" stroke="#000" stroke-width="1.2" stroke-dasharray="1 3"/>'
         f'{"".join(polylines)}{"".join(markers)}'
-        f'<g font-family="sans-serif" font-size="11" fill="#222">'
-        f'<rect x="{lx}" y="{ly}" width="216" height="{lh}" '
-        'fill="#fff" fill-opacity="0.85" stroke="#ccc"/>'
-        f'{"".join(legend)}'
-        f'<text x="{(_L + _W - _R) / 2}" y="{_H - 8}" text-anchor="middle">'
+        f'<text class="ioe-now-label" x="{nx}" y="{bottom - 7}" text-anchor="{nanchor}" '
+        f'fill="#8a5d00" font-weight="bold" {_HALO}>{now_text}</text>'
+        f'<text x="{(_L + _W - _R) / 2}" y="{_H - 4}" text-anchor="middle">'
         'cache size M (entries)</text>'
-        f'<text transform="translate(14 {(_T + bottom) / 2}) rotate(-90)" text-anchor="middle">'
-        'I/O (entries read + written)</text>'
-        f'<text class="ioe-title" x="{(_L + _W - _R) / 2}" y="{_T - 12}" text-anchor="middle" '
-        f'font-size="13">{html.escape(picture_title(N, backward, causal))}</text></g></svg>'
+        f'<text transform="translate(13 {(_T + bottom) / 2}) rotate(-90)" text-anchor="middle">'
+        'I/O (entries read + written)</text></svg>'
     )
-    row = ('display:flex;gap:0.6em;align-items:center;flex-wrap:wrap;margin:0.3em 0;'
-           'font-family:sans-serif;font-size:0.9em')
-    label = 'style="display:flex;gap:0.4em;align-items:center"'
-    options_html = "".join(
-        f'<option value="{v}"{" selected" if (v == "backward") == backward else ""}>{v}</option>'
-        for v in ("forward", "backward"))
-    mask_html = "".join(
-        f'<option value="{v}"{" selected" if (v == "causal") == causal else ""}>{v}</option>'
-        for v in ("none", "causal"))
+    row = ('display:flex;gap:0.5em;align-items:center;flex-wrap:wrap;margin:0.25em 0;'
+           'font-family:sans-serif;font-size:0.95em')
+    name = 'style="display:inline-block;min-width:2.6em;font-weight:bold"'
+    rng = 'style="flex:1 1 12em;min-width:8em;max-width:28em;height:40px;margin:0"'
     controls = (
-        f'<div style="{row}"><label {label}>M '
+        f'<div class="ioe-controls">'
+        f'<div style="{row}"><label style="display:contents"><span {name}>M</span>'
         f'<input type="range" class="ioe-M" min="0" max="{len(c["Ms"]) - 1}" value="{k}" '
-        'step="1" style="width:22em;max-width:60vw"></label>'
-        f'<span class="ioe-Mvalue">{html.escape(mlabels[j][k])}</span></div>'
-        f'<div style="{row}"><label {label}>d '
+        f'step="1" {rng}></label>'
+        f'<button type="button" class="ioe-less" aria-label="smaller M" style="{_TOUCH}">'
+        '−</button><button type="button" class="ioe-more" aria-label="larger M" '
+        f'style="{_TOUCH}">+</button>'
+        f'<span class="ioe-Mvalue">{html.escape(data["mlabels"][j][k])}</span></div>'
+        f'<div style="{row}"><label style="display:contents"><span {name}>N</span>'
+        f'<input type="range" class="ioe-N" min="0" max="{len(Ns) - 1}" value="{i}" step="1" '
+        f'{rng}></label><span class="ioe-Nvalue">N = {_commas(N)}</span>'
+        f'<span style="color:#666">({", ".join(map(_commas, Ns))})</span></div>'
+        f'<div style="{row}"><label style="display:contents"><span {name}>d</span>'
         f'<input type="range" class="ioe-d" min="0" max="{len(ds) - 1}" value="{j}" step="1" '
-        f'style="width:8em"></label><span class="ioe-dvalue">d = {d}</span>'
-        f'<span style="color:#666">({", ".join(map(str, ds))})</span>'
-        '<label style="display:flex;gap:0.4em;align-items:center;margin-left:1.5em">pass '
-        f'<select class="ioe-pass">{options_html}</select></label>'
-        '<label style="display:flex;gap:0.4em;align-items:center;margin-left:1.5em" '
-        'title="none: dense attention; causal: query i attends to keys j &lt;= i">mask '
-        f'<select class="ioe-mask">{mask_html}</select></label></div>'
+        f'{rng}></label><span class="ioe-dvalue">d = {d}</span>'
+        f'<span style="color:#666">({", ".join(map(str, ds))})</span></div>'
+        f'<div style="{row}" role="group" aria-label="pass"><span {name}>pass</span>'
+        + _buttons("ioe-pass", ("forward", "backward"), "backward" if backward else "forward",
+                   {"forward": "the forward pass: O from Q, K, V",
+                    "backward": "the backward pass: dQ, dK, dV from Q, K, V, dO, O, L"})
+        + f'</div><div style="{row}" role="group" aria-label="mask"><span {name}>mask</span>'
+        + _buttons("ioe-mask", ("none", "causal"), "causal" if causal else "none",
+                   {"none": "dense attention: every query attends to every key",
+                    "causal": "causal attention: query i attends to keys j <= i"})
+        + '</div></div>'
     )
-    text = html.escape(readout(c, k), quote=False)
+    style = (f'<style>#{uid} button[aria-pressed="true"]{{background:#1f5fbf;color:#fff;'
+             'border-color:#1f5fbf}</style>')
     return (
-        f'<div class="ioattn-explorer" id="{uid}" style="margin:0.5em 0 1em">'
-        f'{svg}{controls}'
-        '<div class="ioe-readout" aria-live="polite" '
-        f'style="font-family:monospace;font-size:0.85em">{text}</div>'
+        f'<div class="ioattn-explorer" id="{uid}" style="margin:0.5em 0 1em;max-width:100%">'
+        f'{style}'
+        f'<div class="ioe-title" style="font-family:sans-serif;font-weight:bold;'
+        f'margin:0.2em 0">{html.escape(title)}</div>'
+        f'{svg}'
+        '<div class="ioe-legend" style="font-family:sans-serif;font-size:0.85em;'
+        f'margin:0.3em 0 0.5em;line-height:1.4">{_legend(c, names, options)}</div>'
+        f'{controls}'
+        '<div class="ioe-readout" aria-live="polite" style="margin-top:0.4em">'
+        '<div class="ioe-words" style="font-family:sans-serif;font-size:1em;'
+        f'font-weight:bold">{html.escape(words(c, k), quote=False)}</div>'
+        '<div class="ioe-numbers" style="font-family:monospace;font-size:0.85em;'
+        f'overflow-wrap:anywhere">{html.escape(readout(c, k), quote=False)}</div></div>'
         f'<script type="application/json" class="ioe-data">{payload}</script>'
-        f'<script>{_SCRIPT % dict(id=uid, W=_W, H=_H, L=_L, R=_R, T=_T, B=_B)}</script></div>'
+        f'<script>{_SCRIPT % dict(id=uid, W=_W, H=_H, L=_L, R=_R, T=_T, B=_B, CHAR=_CHAR)}'
+        '</script></div>'
     )

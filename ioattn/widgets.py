@@ -29,11 +29,15 @@ from .explorer import (
     OTHER_COLOUR,
     _causal_cost,
     curves,
+    flash_from,
     m_label,
     picture_title,
+    words,
 )
+from .gpus import marks as gpu_marks
 from .pebble.view import stepper
 from .plotting import STYLE, TITLES
+from .plotting import label as plot_label
 
 __all__ = ["explorer", "stepper"]
 
@@ -77,9 +81,12 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
     for it); a checkbox per algorithm; a matplotlib log-log plot (rendered to PNG by the
     Agg backend into an ``ipywidgets.Image``, so no ipympl is needed) of exact I/O against ``M``
     for the checked algorithms with the lower bounds (standard and any matrix multiplication),
-    a line at ``M = d^2`` and a marker on each curve at the current ``M``; a readout (each exact
-    count, the cheapest). The curves come from :func:`curves` (cached per ``(N, d)``, pass and
-    mask);
+    labelled lines at ``M = d^2``, at the ``M`` from which FlashAttention stays the cheapest
+    (:func:`ioattn.explorer.flash_from`) and at the current ``M``, a marker on each curve
+    there, the names of real GPUs above their on-chip memory (:func:`ioattn.gpus.marks`) and
+    the legend under the axes; a readout: the sentence of :func:`ioattn.explorer.words` (the
+    cheapest and the exact ratios, as the static explorer writes it) and each exact count.
+    The curves come from :func:`curves` (cached per ``(N, d)``, pass and mask);
     moving ``M`` only moves the markers, and the figure is kept and its lines updated, never
     recreated.
 
@@ -153,6 +160,10 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
                                              backward=b_, causal=k_)
         return cache[(n_, d_, b_, k_)]
 
+    def _least(n, d_, b_):
+        algo = get(n, b_)
+        return algo.min_M(d_, **{**algo.options, **options.get(n, {})})
+
     def m_max(d_):
         return math.log2(64 * d_ * d_)
 
@@ -172,7 +183,8 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
                                value="backward" if backward else "forward", description="pass",
                                tooltips=["the forward pass: O from Q, K, V",
                                          "the backward pass: dQ, dK, dV from Q, K, V, dO, O, L"])
-    boxes = {n: widgets.Checkbox(value=n in checked, description=data_for(N, d)["labels"][n],
+    boxes = {n: widgets.Checkbox(value=n in checked,
+                                 description=plot_label(n, **options.get(n, {})),
                                  indent=False) for n in all_names}
     button = widgets.Button(description="simulate", tooltip="run the checked algorithms on "
                             f"random data at N = min(N, {N_sim_max}) and compare with io_cost")
@@ -192,13 +204,25 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
         (markers[n],) = ax.plot([1], [1], "o", color=colour, ms=8, mec="white", mew=1.2,
                                 animated=True)
     (lines["lower"],) = ax.plot([1], [1], "k--", lw=1,
-                                label="lower bound for programs (standard matmul)")
-    (lines["lower_any"],) = ax.plot([1], [1], "k:", lw=1, label="lower bound (any matmul)")
+                                label="lower bound for programs (standard matrix products)")
+    (lines["lower_any"],) = ax.plot([1], [1], "k:", lw=1,
+                                    label="lower bound for any matrix multiplication")
     d2_line = ax.axvline(1, color="k", lw=0.8, alpha=0.6)
     d2_text = ax.annotate("", (1, 1), xycoords=("data", "axes fraction"), xytext=(4, -14),
                           textcoords="offset points")
+    flash_line = ax.axvline(1, color="#2ca02c", lw=1.2, ls="--",
+                            label="from here on FlashAttention is the cheapest")
+    flash_text = ax.annotate("", (1, 1), xycoords=("data", "axes fraction"), xytext=(4, -28),
+                             textcoords="offset points", color="#1a6e1a")
+    gpu_texts = [ax.annotate(f"▼ {names}", (M, 1), xycoords=("data", "axes fraction"),
+                             xytext=(-4, 2 + 11 * row), textcoords="offset points",
+                             fontsize="small", annotation_clip=False)
+                 for row, (names, M) in enumerate(gpu_marks())]
     now_line = ax.axvline(1, color="#f2a900", lw=1.5, animated=True)
-    ax.legend(fontsize="small", loc="lower left")
+    now_text = ax.annotate("", (1, 0), xycoords=("data", "axes fraction"), xytext=(4, 6),
+                           textcoords="offset points", color="#8a5d00", weight="bold",
+                           animated=True)
+    fig.legend(fontsize="small", loc="outside lower center", ncol=2, frameon=False)
     state: dict = {}
     busy = [False]
 
@@ -237,6 +261,15 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
             ys = [t for n in all_names for t in c["totals"][n] if t is not None]
             ys += [b for b in c["lower"] + c["lower_any"] if b is not None and b > 0]
             ax.set_xlim(c["Ms"][0] / 1.2, c["Ms"][-1] * 1.2)
+            fx = flash_from(c)
+            flash_line.set_visible(fx is not None)
+            flash_text.set_visible(fx is not None)
+            if fx is not None:
+                flash_line.set_xdata([fx, fx])
+                flash_text.xy = (fx, 1)
+                flash_text.set_text(f"FlashAttention cheapest from M = {fx:,}")
+            for t, (_, gM) in zip(gpu_texts, gpu_marks()):
+                t.set_visible(c["Ms"][0] <= gM <= c["Ms"][-1])
             ax.set_ylim(min(ys) / 1.5, max(ys) * 1.5)
             ax.set_title(f"{picture_title(n_, b_, k_)}, d = {d_}")
         for n in all_names:
@@ -245,6 +278,8 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
             markers[n].set_visible(n in shown and t is not None)
             markers[n].set_data([M], [t if t is not None else 1])
         now_line.set_xdata([M, M])
+        now_text.xy = (M, 0)
+        now_text.set_text(f"M = {M:,}")
         state.update(key=key, N=n_, d=d_, M=M, backward=b_, causal=k_, totals=totals, lower=lower,
                      cheapest=best, shown=shown)
         # Blitting: the curves, axes and legend are drawn (with the layout) only when N, d or
@@ -256,6 +291,7 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
         else:
             canvas.restore_region(state["background"])
         ax.draw_artist(now_line)
+        ax.draw_artist(now_text)
         for n in all_names:
             ax.draw_artist(markers[n])
         buf = io.BytesIO()
@@ -264,16 +300,20 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
                              1).save(buf, format="png", compress_level=1)
         image.value = buf.getvalue()
         rows = "".join(
-            f"<tr><td>{'<b>' if n == best else ''}{html.escape(boxes[n].description)}"
+            f"<tr><td>{'<b>' if n == best else ''}{html.escape(TITLES.get(n, n))}"
             f"{'</b>' if n == best else ''}</td><td style='text-align:right'>"
             + (f"{totals[n]:,}" if totals[n] is not None else "cannot run at this M")
             + "</td></tr>" for n in shown)
         title = TITLES.get(best, best) if best else "none"
+        said = words({"Ms": [M], "names": shown, "titles": TITLES,
+                      "totals": {n: [totals[n]] for n in shown}, "lower": [lower],
+                      "min_M": {n: _least(n, d_, b_) for n in shown}}, 0)
         text.value = (
+            f"<div style='font-family:sans-serif;font-weight:bold'>{html.escape(said)}</div>"
             f"<div style='font-family:monospace'>{'backward pass: ' if b_ else ''}"
             f"{'causal mask: ' if k_ else ''}"
             f"N = {n_:,}, d = {d_}, {html.escape(m_label(M, d_))}<br>cheapest: <b>{title}</b>"
-            f"<table>{rows}<tr><td>lower bound for programs (standard matmul"
+            f"<table>{rows}<tr><td>lower bound for programs (standard matrix products"
             f"{f', sparse, Z = {Z:,}' if k_ else ''})</td>"
             f"<td style='text-align:right'>{lower:,}</td></tr></table></div>")
         return text.value
@@ -327,7 +367,7 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
         ran = {n: v for n, v in got.items() if v is not None}
         agree = all(io == cost for io, cost in ran.values())
         rows = "".join(
-            f"<tr><td>{html.escape(boxes[n].description)}</td><td style='text-align:right'>"
+            f"<tr><td>{html.escape(TITLES.get(n, n))}</td><td style='text-align:right'>"
             + (f"{v[0].total:,}</td><td>{'=' if v[0] == v[1] else '≠'} io_cost "
                f"{v[1].total:,}" if v is not None else "cannot run at this M</td><td>")
             + "</td></tr>" for n, v in got.items())

@@ -34,9 +34,9 @@ def test_only_the_toc_is_built(built):
 
 def test_crossover_page_has_the_figure(built):
     page = _page(built, "crossover")
-    pngs = re.findall(r'<img[^>]*\bsrc="([^"]+\.png|data:image/png;base64,[^"]+)"', page)
-    figures = [src for src in pngs if src.startswith("data:") or "_images/" in src]
-    assert figures, "no matplotlib figure (<img> of a png) on the crossover page"
+    images = re.findall(r'<img[^>]*\bsrc="([^"]+\.(?:svg|png)|data:image/[^"]+)"', page)
+    figures = [src for src in images if src.startswith("data:") or "_images/" in src]
+    assert figures, "no matplotlib figure (<img> of an SVG) on the crossover page"
     for src in figures:
         if not src.startswith("data:"):
             assert (built / "book" / src).resolve().is_file(), f"missing image {src}"
@@ -172,16 +172,39 @@ def test_crossover_page_embeds_the_static_explorer(built):
 
 
 def test_chapters_have_launch_buttons_to_their_notebooks(built):
-    """Colab and Binder open the paired .ipynb (Colab cannot open MyST markdown); the repository
-    and issue buttons are there."""
+    """Every notebook page offers its student notebook for download. Its Colab and Binder
+    buttons open that notebook on the `notebooks` branch of the repository the site was built
+    in, next to the repository and issue buttons; a build in no repository (no
+    GITHUB_REPOSITORY, as locally) has none of these buttons rather than dead ones."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("repository", ROOT / "book/_ext/repository.py")
+    repository = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("repository", repository)
+    spec.loader.exec_module(repository)
+    repo = repository.from_environment()
     pages = sorted(p.relative_to(ROOT / "book").with_suffix("").as_posix()
-                   for p in (ROOT / "book").rglob("*.ipynb") if "masters" not in p.parts)
-    assert len(pages) >= 9 and "assignments/guide" in pages, pages
+                   for p in (ROOT / "book").rglob("*.md")
+                   if not {"_ext", "_static"} & set(p.parts)
+                   and "\nkernelspec:" in p.read_text(encoding="utf-8").split("\n---", 1)[0])
+    assert len(pages) >= 14 and "assignments/guide" in pages, pages
     for name in pages:
         page = html.unescape(_page(built, name))
-        colab = re.findall(r'href="(https://colab\.research\.google\.com/[^"]+)"', page)
-        assert colab and colab[0].endswith(f"/blob/main/book/{name}.ipynb"), (name, colab)
-        binder = re.findall(r'href="(https://mybinder\.org/v2/gh/[^"]+)"', page)
-        assert binder and binder[0].endswith(f"book/{name}.ipynb"), (name, binder)
-        assert "github.com/ioattn/ioattn/issues" in page, f"{name}: no issue button"
-        assert 'href="https://github.com/ioattn/ioattn"' in page, f"{name}: no repository button"
+        hrefs = re.findall(r'href="([^"]+)"', page)
+        download = "../" * (name.count("/") + 1) + f"notebooks/book/{name}.ipynb"
+        assert download in hrefs, f"{name}: no download of its notebook"
+        assert (built / "book" / name).parent.joinpath(download).resolve().is_file(), download
+        if repo is None:
+            for gone in ("colab.research.google.com", "mybinder.org", "/issues/new",
+                         "github.com/ioattn", "executablebooks"):
+                assert not [h for h in hrefs if gone in h], \
+                    f"{name}: a link to {gone} in a build with no repository"
+            continue
+        path = f"book/{name}.ipynb"
+        assert f"https://colab.research.google.com/github/{repo.slug}/blob/{repo.branch}/{path}" \
+            in hrefs, (name, [h for h in hrefs if "colab" in h])
+        assert f"https://mybinder.org/v2/gh/{repo.slug}/{repo.branch}?urlpath=tree/{path}" \
+            in hrefs, (name, [h for h in hrefs if "binder" in h])
+        assert repo.url in hrefs, f"{name}: no repository button"
+        assert any(h.startswith(f"{repo.url}/issues/new") for h in hrefs), f"{name}: no issues"

@@ -22,8 +22,11 @@ import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
+from xml.etree import ElementTree
 
 import pytest
+import yaml
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
 from .conftest import ROOT
@@ -81,11 +84,28 @@ def shots(built) -> Path:
     return folder
 
 
-class Visit:
-    """One page loaded in a fresh browser context, with what went wrong on the way."""
+#: A phone (an iPhone 12-14's CSS viewport) and a tablet in portrait.
+PHONE = {"width": 390, "height": 844}
+TABLET = {"width": 768, "height": 1024}
 
-    def __init__(self, browser, url: str):
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+
+class Visit:
+    """One page loaded in a fresh browser context, with what went wrong on the way.
+
+    Parameters
+    ----------
+    browser : playwright.sync_api.Browser
+        The browser (the ``browser`` fixture).
+    url : str
+        The page.
+    width, height : int
+        The viewport in CSS pixels (default: a 1280 x 900 desktop window). A viewport narrower
+        than 1024 px is a touch screen (``tap`` works), as phones and tablets are.
+    """
+
+    def __init__(self, browser, url: str, width: int = 1280, height: int = 900):
+        self.context = browser.new_context(viewport={"width": width, "height": height},
+                                           has_touch=width < 1024)
         self.errors: list[str] = []
         self.external: list[str] = []
         self.context.route("**/*", self._route)
@@ -223,5 +243,286 @@ def test_static_explorer_moves_from_square_tiling_to_flash(built, site, browser,
         assert f"d = {explorer.locator('.ioe-dvalue').inner_text().split('= ')[1]}" in \
             readout.inner_text()
         assert not visit.errors, visit.errors
+    finally:
+        visit.close()
+
+
+# ------------------------------------------------------------------- phones and tablets: the TOC
+def _toc() -> tuple[list[str], list[str]]:
+    """``(chapters, pages)`` of _toc.yml as HTML paths: the root and every chapter of every part,
+    and all its pages (the chapters and their sections)."""
+    data = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    chapters, pages = [data["root"]], [data["root"]]
+
+    def walk(entries, top):
+        for entry in entries or []:
+            if "file" in entry:
+                (chapters if top else []).append(entry["file"])
+                pages.append(entry["file"])
+            walk(entry.get("sections"), False)
+
+    for part in data.get("parts", []):
+        walk(part.get("chapters"), True)
+    walk(data.get("chapters"), True)
+    return [c + ".html" for c in chapters], [p + ".html" for p in pages]
+
+
+#: The links of the open table of contents: absolute address, and whether it can be seen (laid
+#: out, not hidden, at least partly inside the dialog's width).
+DIALOG_LINKS = """(dialog) => [...dialog.querySelectorAll('a[href]')].map(a => {
+  const r = a.getBoundingClientRect(), d = dialog.getBoundingClientRect();
+  return {href: a.href.split('#')[0], seen: a.checkVisibility({visibilityProperty: true})
+          && r.width > 0 && r.right > d.left && r.left < d.right};
+})"""
+
+
+def _open_toc(visit: Visit, how: str = "tap"):
+    """Open the table of contents with the one toggle the page shows; the dialog's locator."""
+    page = visit.page
+    toggle = page.locator(".primary-toggle:visible")
+    assert toggle.count() == 1, f"{toggle.count()} visible table-of-contents toggles"
+    if how == "tap":
+        toggle.tap()
+    elif how == "keyboard":
+        toggle.focus()
+        page.keyboard.press("Enter")
+    else:
+        toggle.click()
+    dialog = page.locator("#pst-primary-sidebar-modal")
+    try:
+        dialog.wait_for(state="visible", timeout=3000)
+    except PlaywrightTimeout:
+        pytest.fail(f"{how}: the table of contents did not open within 3 s")
+    assert dialog.evaluate("d => d.open"), "the table of contents did not open"
+    return dialog
+
+
+@pytest.mark.parametrize("size", [PHONE, TABLET], ids=["phone", "tablet"])
+def test_the_table_of_contents_opens_on_phones_and_tablets(built, site, browser, shots, size):
+    chapters, pages = _toc()
+    start = "book/flash.html"
+    visit = Visit(browser, site + start, **size)
+    page = visit.page
+    try:
+        assert page.locator("#pst-primary-sidebar").evaluate(
+            "e => !e.checkVisibility({visibilityProperty: true})"), \
+            "the sidebar is shown beside the text at this width: nothing to test"
+        dialog = _open_toc(visit)
+        page.screenshot(path=str(shots / f"toc-open-{size['width']}.png"))
+        links = dialog.evaluate(DIALOG_LINKS)
+        linked = {link["href"] for link in links}
+        seen = {link["href"] for link in links if link["seen"]}
+        missing = [p for p in pages if site + p not in linked]
+        hidden = [c for c in chapters if site + c not in seen]
+        assert not missing, f"pages of _toc.yml not in the table of contents: {missing}"
+        assert not hidden, f"chapters not visible in the open table of contents: {hidden}"
+        # a tap on a chapter goes there
+        target = chapters[-1]
+        dialog.locator(f'a[href$="{Path(target).name}"]').first.tap()
+        page.wait_for_url(site + target, timeout=10000)
+        assert not visit.errors, visit.errors
+    finally:
+        visit.close()
+
+
+def test_the_table_of_contents_closes_and_works_from_the_keyboard(built, site, browser):
+    visit = Visit(browser, site + "book/pebble.html", **PHONE)
+    page = visit.page
+    sidebar = page.locator("#pst-primary-sidebar")
+    entries = sidebar.evaluate("e => e.childElementCount")
+    try:
+        def closed():
+            assert not page.locator("#pst-primary-sidebar-modal").evaluate("d => d.open")
+            # the theme moves the sidebar's content back from the dialog
+            assert sidebar.evaluate("e => e.childElementCount") == entries
+
+        # Escape closes it
+        _open_toc(visit)
+        page.keyboard.press("Escape")
+        closed()
+        # so does a tap beside it, on the dimmed page
+        dialog = _open_toc(visit)
+        box = dialog.bounding_box()
+        assert box["x"] + box["width"] < PHONE["width"] - 20, "the dialog covers the whole width"
+        page.touchscreen.tap(PHONE["width"] - 10, PHONE["height"] / 2)
+        closed()
+        # the keyboard alone: Enter on the focused toggle opens it, Escape closes it and gives
+        # the focus back to the toggle
+        _open_toc(visit, how="keyboard")
+        assert page.evaluate("() => document.getElementById('pst-primary-sidebar-modal')"
+                             ".contains(document.activeElement)"), "focus did not enter the dialog"
+        page.keyboard.press("Escape")
+        closed()
+        assert page.evaluate("() => document.activeElement.matches('.primary-toggle')"), \
+            "the focus did not return to the toggle"
+        # this page's own contents open the same way
+        toggle = page.locator(".secondary-toggle:visible")
+        assert toggle.count() == 1
+        toggle.tap()
+        contents = page.locator("#pst-secondary-sidebar-modal")
+        contents.wait_for(state="visible", timeout=3000)
+        assert contents.locator("a[href^='#']").first.is_visible()
+        page.keyboard.press("Escape")
+        assert not contents.evaluate("d => d.open")
+        assert not visit.errors, visit.errors
+    finally:
+        visit.close()
+
+
+def test_the_sidebar_toggle_folds_the_sidebar_on_a_desktop(built, site, browser):
+    visit = Visit(browser, site + "book/flash.html")
+    page = visit.page
+    try:
+        sidebar = page.locator("#pst-primary-sidebar")
+        assert sidebar.is_visible()
+        toggle = page.locator(".primary-toggle:visible")
+        assert toggle.count() == 1
+        toggle.click()
+        try:
+            sidebar.wait_for(state="hidden", timeout=3000)
+        except PlaywrightTimeout:
+            pytest.fail("the visible toggle did not fold the sidebar away")
+        assert not page.locator("#pst-primary-sidebar-modal").evaluate("d => d.open")
+        toggle.click()
+        sidebar.wait_for(state="visible", timeout=3000)
+        assert not visit.errors, visit.errors
+    finally:
+        visit.close()
+
+
+# ------------------------------------------------------------------ phones: no clipped formulas
+#: Measures every formula of the article once MathJax has typeset it, after unfolding what is
+#: folded (solutions, hidden cells); returns the formulas that break a rule of the test below.
+MATH_FITS = """(tol) => {
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
+  document.querySelectorAll('.toggle-hidden button.toggle-button').forEach(b => b.click());
+  const article = document.querySelector('article.bd-article');
+  const source = new Map();
+  for (const item of MathJax.startup.document.math) source.set(item.typesetRoot, item.math);
+  const clips = v => v === 'hidden' || v === 'clip';
+  const scrolls = v => v === 'auto' || v === 'scroll';
+  const name = x => '<' + x.tagName.toLowerCase() + (x.className ? '.' +
+      String(x.className).trim().split(/\\s+/).join('.') : '') + '>';
+  const found = [];
+  for (const e of article.querySelectorAll('.math')) {
+    const c = e.querySelector('mjx-container');
+    if (!c || !e.getClientRects().length) continue;   // untypeset (tested above) or not laid out
+    const hidden = [], wide = [];
+    // (i) horizontally: the content's extent, then each clipping or scrolling ancestor
+    const cr = c.getBoundingClientRect();
+    let left = cr.left, right = cr.left + c.scrollWidth;
+    for (let x = c; x; x = x === article ? null : x.parentElement) {
+      const s = getComputedStyle(x), r = x.getBoundingClientRect();
+      const inLeft = r.left + x.clientLeft, inRight = inLeft + x.clientWidth;
+      const out = Math.max(right - inRight, inLeft - left);
+      if ((clips(s.overflowX) || x === article) && out > tol) {
+        hidden.push(`${out.toFixed(1)} px cut off by ${name(x)}`);
+        left = Math.max(left, inLeft); right = Math.min(right, inRight);
+      } else if (scrolls(s.overflowX)) {
+        left = r.left; right = r.right;
+      }
+    }
+    // (i) vertically, in the formula's own boxes
+    for (const x of [e, c]) {
+      const s = getComputedStyle(x), out = x.scrollHeight - x.clientHeight;
+      if (clips(s.overflowY) && out > tol)
+        hidden.push(`${out.toFixed(1)} px cut off at the top or bottom by ${name(x)}`);
+    }
+    // (ii) an inline formula fits on a line
+    if (e.tagName === 'SPAN') {
+      let b = e.parentElement;
+      while (getComputedStyle(b).display.startsWith('inline')) b = b.parentElement;
+      const s = getComputedStyle(b);
+      const line = b.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);
+      const width = c.querySelector('mjx-math').getBoundingClientRect().width;
+      if (width > line + tol)
+        wide.push(`${width.toFixed(0)} px wide in a ${line.toFixed(0)} px line`);
+    }
+    if (hidden.length || wide.length)
+      found.push({tex: (source.get(c) || c.textContent).replace(/\\s+/g, ' ').trim(),
+                  inline: e.tagName === 'SPAN', hidden, wide});
+  }
+  return found;
+}"""
+#: How far (CSS px) a box may be exceeded before its content counts as cut off: sub-pixel layout.
+TOLERANCE = 1.0
+
+
+@pytest.fixture(scope="module")
+def phone_math(built, site, browser) -> dict[str, list[dict]]:
+    """Every page at 390 px: the formulas that break a rule (see the tests below), by page."""
+    found = {}
+    for name in _pages(built):
+        visit = Visit(browser, site + name, **PHONE)
+        try:
+            if visit.page.evaluate("() => !!(window.MathJax && MathJax.startup)"):
+                found[name] = visit.page.evaluate(MATH_FITS, TOLERANCE)
+        finally:
+            visit.close()
+    return found
+
+
+def _report(found: dict[str, list[dict]], key: str) -> str:
+    lines = []
+    for name, formulas in found.items():
+        bad = [f for f in formulas if f[key]]
+        if bad:
+            lines.append(f"{name}: {len(bad)}")
+            lines += [f"    {'inline' if f['inline'] else 'display'} ${f['tex']}$  "
+                      f"({'; '.join(f[key])})" for f in bad]
+    return "\n".join(lines)
+
+
+def test_no_formula_is_cut_off_on_a_phone(phone_math):
+    """At 390 px no part of any formula is hidden.
+
+    A formula's content is the box of its ``mjx-container`` widened to the container's scroll
+    width (which takes in every box inside that sticks out of it, such as an italic letter's
+    overhang). Going up from the container to the article, an element with ``overflow-x:
+    hidden`` or ``clip`` must hold that extent within ``TOLERANCE`` px of its padding box,
+    otherwise the excess is hidden; past an element with ``overflow-x: auto`` or ``scroll`` the
+    content can be scrolled into view, and that element's own box is what must fit further up.
+    The article's padding box (the column and its margins) must hold it too. Vertically, the
+    ``.math`` box and its container, where they clip, must be as tall as their content. Folded
+    parts (solutions, hidden cells) are unfolded first. Ink that reaches past every box (a glyph
+    drawn outside its advance width) is not measured: the boxes have room for it (ioattn.css).
+    """
+    report = _report(phone_math, "hidden")
+    assert not report, "formulas cut off at 390 px (the page, the TeX, what hides it):\n" + report
+
+
+def test_no_inline_formula_is_wider_than_a_phone_line(phone_math):
+    """At 390 px every inline formula fits on one line.
+
+    The typeset formula (its ``mjx-math`` box) may be at most ``TOLERANCE`` px wider than the
+    line it sits in: the content box of its nearest block-level ancestor (paragraph, list item,
+    table cell, ...). A longer formula would have to be scrolled sideways in the middle of a
+    sentence; set it as display mathematics (``$$ ... $$``) instead.
+    """
+    report = _report(phone_math, "wide")
+    assert not report, ("inline formulas wider than a line at 390 px; set them as display "
+                        "mathematics:\n" + report)
+
+
+# -------------------------------------------------------------------------------- the favicon
+def test_every_page_links_the_favicon(built, site, browser):
+    icons = set()
+    for name in _pages(built):
+        html = (built / name).read_text(encoding="utf-8")
+        links = re.findall(r'<link rel="(?:shortcut )?icon" href="([^"]+)"', html)
+        assert len(links) == 1, f"{name}: {len(links)} favicon links"
+        icons.add((built / name).parent.joinpath(links[0]).resolve())
+    assert len(icons) == 1, icons
+    icon = icons.pop()
+    assert icon.is_file() and icon.is_relative_to(built), icon
+    root = ElementTree.fromstring(icon.read_bytes())
+    assert root.tag.endswith("svg") and root.get("viewBox"), "the favicon is not an SVG image"
+    # and a browser draws it
+    visit = Visit(browser, site + "book/preface.html")
+    try:
+        href = visit.page.evaluate("() => document.querySelector('link[rel~=icon]').href")
+        drawn = visit.page.evaluate("""async (href) => { const i = new Image(); i.src = href;
+            await i.decode(); return [i.naturalWidth, i.naturalHeight]; }""", href)
+        assert min(drawn) > 0, drawn
     finally:
         visit.close()

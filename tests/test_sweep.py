@@ -99,8 +99,8 @@ def test_plot_sweep_titles_the_direction():
 
     from ioattn.plotting import plot_sweep
 
-    for backward, title in [(False, "Exact I/O of attention, N = 256, d = 16"),
-                            (True, "Exact I/O of the attention backward pass, N = 256, d = 16")]:
+    for backward, title in [(False, "Exact I/O of attention\nN = 256, d = 16"),
+                            (True, "Exact I/O of the attention backward pass\nN = 256, d = 16")]:
         ax = plot_sweep(sweep(256, 16, [64, 256, 1024], backward=backward))
         assert ax.get_title() == title
         plt.close(ax.figure)

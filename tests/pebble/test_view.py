@@ -22,6 +22,7 @@ from ioattn.pebble.schedules import (  # noqa: E402
     square_tiling_moves,
 )
 from ioattn.pebble.view import (  # noqa: E402
+    TAGS,
     draw,
     frames,
     label,
@@ -30,6 +31,8 @@ from ioattn.pebble.view import (  # noqa: E402
     readout,
     static_stepper,
     stepper,
+    tally,
+    why,
 )
 
 GRAPHS = [attention_graph(2, 1), attention_graph(3, 2), matmul_graph(2, 3, 2),
@@ -137,6 +140,7 @@ def test_static_stepper(graph, M, moves):
     assert len(page) < 60_000
     data = _embedded(page)
     assert data["M"] == M and data["vertices"] == [repr(v) for v in graph.order]
+    assert data["labels"] == [label(v) for v in graph.order]
     assert len(data["moves"]) == n and len(data["states"]) == n + 1
     assert [(kind, graph.order[i]) for kind, i in data["moves"]] == [tuple(m) for m in moves]
     for k in range(n + 1):
@@ -145,9 +149,25 @@ def test_static_stepper(graph, M, moves):
         blue = {v for v, c in zip(graph.order, data["states"][k]) if int(c) & 2}
         assert (red, blue) == (game.red, game.blue)
         assert (data["reads"][k], data["writes"][k]) == (game.reads, game.writes)
+    # the readouts are Python's, in the drawing's labels, with each move's reason
+    tags = why(graph, moves)
+    assert data["tags"] == tags
+    states = list(frames(graph, M, moves, start=True))
+    assert data["texts"] == [readout(k, n, f, M, tags[k - 1] if k else None)
+                             for k, f in enumerate(states)]
+    assert data["tallies"] == [tally(tags[:k]) for k in range(n + 1)]
+    for k, (kind, v) in enumerate(moves, 1):
+        why_ = f" ({tags[k - 1]})" if tags[k - 1] != kind else ""
+        assert data["texts"][k].startswith(f"move {k} of {n}: {kind} {label(v)}{why_} — ")
+        assert "(" not in label(v) and "'" not in data["texts"][k]        # no Python tuples
     # the readout of the start is in the HTML, for a page without script
-    start = next(frames(graph, M, moves, start=True))
-    assert readout(0, n, start, M) in page
+    assert readout(0, n, states[0], M) in page and tally([]) in page
+    # both drawings, every edge with an arrowhead, and the buttons
+    assert page.count('class="pebble-graph"') == 2
+    edges = sum(len(graph.parents(v)) for v in graph.order)
+    assert page.count('marker-end="url(#') == 2 * edges
+    for button in ("reset", "prev", "next", "play"):
+        assert f'class="pebble-{button}" style="min-height:40px;' in page
 
 
 def test_static_stepper_small_and_unique():
@@ -157,7 +177,7 @@ def test_static_stepper_small_and_unique():
     assert len(moves) > 100 and len(a) < 100_000
     ids = re.findall(r'<div class="pebble-stepper" id="([^"]+)"', a + b)
     assert len(ids) == 2 and ids[0] != ids[1]
-    assert static_stepper(g, 3, []).count('class="pebble-vertex"') == len(g)
+    assert static_stepper(g, 3, []).count('class="pebble-vertex"') == 2 * len(g)
 
 
 def test_static_stepper_rejects_illegal_games():
@@ -173,19 +193,26 @@ const json = page.match(
   /<script type="application\/json" class="pebble-states">([\s\S]*?)<\/script>/)[1];
 const code = page.match(/<script>([\s\S]*?)<\/script>/)[1];
 const id = page.match(/<div class="pebble-stepper" id="([^"]+)"/)[1];
-const nCircles = (page.match(/class="pebble-vertex"/g) || []).length;
+const nCircles = (page.match(/class="pebble-vertex"/g) || []).length / 2;
 function element() {
-  const e = {attrs: {}, listeners: {}, textContent: "", value: "0",
+  const e = {attrs: {}, listeners: {}, textContent: "", value: "0", style: {},
     setAttribute(k, v) { this.attrs[k] = String(v); }, getAttribute(k) { return this.attrs[k]; },
     addEventListener(t, f) { this.listeners[t] = f; }};
   return e;
 }
-const circles = Array.from({length: nCircles}, (_, i) => {
-  const c = element(); c.attrs.cx = String(i); c.attrs.cy = String(-i); return c; });
-const parts = {"script.pebble-states": {textContent: json}, "circle.pebble-halo": element(),
-  "input.pebble-move": element(), ".pebble-readout": element(), "button.pebble-play": element(),
-  "button.pebble-prev": element(), "button.pebble-next": element()};
-const root = {querySelector: s => parts[s], querySelectorAll: s => circles};
+const svgs = [0, 1].map(g => {
+  const circles = Array.from({length: nCircles}, (_, i) => {
+    const c = element(); c.attrs.cx = String(i + 100 * g); c.attrs.cy = String(-i); return c; });
+  const halo = element(), svg = element();
+  svg.querySelectorAll = s => circles; svg.querySelector = s => halo;
+  svg.circles = circles; svg.halo = halo;
+  return svg;
+});
+const parts = {"script.pebble-states": {textContent: json}, "input.pebble-move": element(),
+  ".pebble-readout": element(), ".pebble-tally": element(), ".pebble-tag": element(),
+  "button.pebble-play": element(), "button.pebble-prev": element(),
+  "button.pebble-next": element(), "button.pebble-reset": element()};
+const root = {querySelector: s => parts[s], querySelectorAll: s => svgs};
 global.document = {getElementById: x => (x === id ? root : null)};
 let timer = null;
 global.setInterval = (f, ms) => { timer = f; return 1; };
@@ -195,44 +222,107 @@ const slider = parts["input.pebble-move"], out = parts[".pebble-readout"];
 const n = JSON.parse(json).moves.length;
 const seen = [];
 function snap() {
-  seen.push({k: +slider.value, text: out.textContent,
-             fills: circles.map(c => c.attrs.fill),
-             halo: Object.assign({}, parts["circle.pebble-halo"].attrs)});
+  seen.push({k: +slider.value, text: out.textContent, tally: parts[".pebble-tally"].textContent,
+             tag: parts[".pebble-tag"].textContent, tagShown: parts[".pebble-tag"].style.display,
+             fills: svgs.map(g => g.circles.map(c => c.attrs.fill)),
+             halo: svgs.map(g => Object.assign({}, g.halo.attrs))});
 }
 snap();                                               // the initial show(0)
 for (let k = 0; k <= n; k++) { slider.value = String(k); slider.listeners.input(); snap(); }
 parts["button.pebble-prev"].listeners.click(); snap();  // from n to n - 1
 parts["button.pebble-next"].listeners.click(); snap();  // back to n
 parts["button.pebble-next"].listeners.click(); snap();  // stays at n
-slider.value = "0"; slider.listeners.input();
+parts["button.pebble-reset"].listeners.click(); snap(); // back to the start
 parts["button.pebble-play"].listeners.click();
 for (let i = 0; i < 3 && timer; i++) timer();
 snap();                                               // played three moves
-process.stdout.write(JSON.stringify(seen));
+parts["button.pebble-reset"].listeners.click(); snap(); // reset stops playing
+process.stdout.write(JSON.stringify([seen, timer === null]));
 """
 
 
+def _recompute_game():
+    """A game on a small graph that spills, reads back, re-reads an input and recomputes."""
+    g = Graph([("a", "b"), ("b", "c"), ("c", "d"), ("b", "d")])
+    moves = [("read", "a"), ("compute", "b"), ("write", "b"), ("compute", "c"), ("delete", "a"),
+             ("delete", "b"), ("read", "b"), ("compute", "d"), ("write", "d"), ("delete", "b"),
+             ("delete", "c"), ("delete", "d"), ("read", "a"), ("compute", "b"),
+             ("delete", "b")]
+    return g, 3, moves
+
+
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
-def test_static_stepper_script_runs():
-    """The inline script, run by node on a stub DOM, shows what the game says at every move."""
-    graph, M, moves = games()[0]
+@pytest.mark.parametrize("game", [games()[0], _recompute_game()], ids=["flash", "recompute"])
+def test_static_stepper_script_runs(game):
+    """The inline script, run by node on a stub DOM, shows what the game says at every move,
+    in both drawings, with Python's words; reset goes back to the start and stops playing."""
+    graph, M, moves = game
     page = static_stepper(graph, M, moves)
     proc = subprocess.run(["node", "-e", _NODE_DRIVER], input=page, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    seen = json.loads(proc.stdout)
+    seen, stopped = json.loads(proc.stdout)
     states = list(frames(graph, M, moves, start=True))
+    tags = why(graph, moves)
     n = len(moves)
     fill = {0: "#e3e3e3", 1: "#d62728", 2: "#cfe0f5", 3: "#d62728"}
-    assert seen[0]["text"] == readout(0, n, states[0], M)
+    assert seen[0]["text"] == readout(0, n, states[0], M) and seen[0]["tagShown"] == "none"
     for k, shot in enumerate(seen[1:n + 2]):
         f = states[k]
-        assert shot["k"] == k and shot["text"] == readout(k, n, f, M)
-        assert shot["fills"] == [fill[(v in f.red) + 2 * (v in f.blue)] for v in graph.order]
-        if k:
-            assert shot["halo"]["visibility"] == "visible"
-            assert shot["halo"]["cx"] == str(graph.index[f.move[1]])
-    assert [s["k"] for s in seen[n + 2:]] == [n - 1, n, n, 3]
+        tag = tags[k - 1] if k else None
+        assert shot["k"] == k and shot["text"] == readout(k, n, f, M, tag)
+        assert shot["tally"] == tally(tags[:k]) and shot["tag"] == (tag or "")
+        for g in range(2):
+            assert shot["fills"][g] == [fill[(v in f.red) + 2 * (v in f.blue)]
+                                        for v in graph.order]
+            if k:
+                halo = shot["halo"][g]
+                assert halo["visibility"] == "visible"
+                assert halo["cx"] == str(graph.index[f.move[1]] + 100 * g)
+                assert (halo["stroke"] == "#9c27b0") == (tag == "recompute")
+    assert [s["k"] for s in seen[n + 2:]] == [n - 1, n, n, 0, 3, 0] and stopped
+
+
+def test_why_tags_every_move_from_the_game():
+    g, M, moves = _recompute_game()
+    assert why(g, moves) == ["input read", "compute", "spill", "compute", "delete", "delete",
+                             "read-back", "compute", "output write", "delete", "delete",
+                             "delete", "input re-read", "recompute", "delete"]
+    text = readout(14, 15, list(frames(g, M, moves))[13], M, "recompute")
+    assert text.startswith("move 14 of 15: compute b (recompute) — ")
+    assert tally(why(g, moves)) == ("so far: 1 input read, 1 input re-read, 1 read-back, "
+                                    "1 spill, 1 output write; 1 recompute")
+    # a write of a non-output never read back is not a spill
+    h = Graph([("a", "b"), ("b", "c")])
+    assert why(h, [("read", "a"), ("compute", "b"), ("write", "b"), ("compute", "c"),
+                   ("write", "c")]) == ["input read", "compute", "unread write", "compute",
+                                        "output write"]
+    assert set(TAGS) >= set(why(g, moves))
+    with pytest.raises(IllegalMove):
+        why(h, [("compute", "c")])
+
+
+@pytest.mark.parametrize("graph, M, moves", games() + [_recompute_game()])
+def test_why_agrees_with_the_counts(graph, M, moves):
+    """The tags add up to the game's reads and writes; recomputes are the computes beyond the
+    first of each vertex; spills are the writes of non-outputs that are read later."""
+    from collections import Counter
+
+    game = PebbleGame.replay(graph, M, moves)
+    tags = why(graph, moves)
+    count = Counter(tags)
+    assert count["input read"] + count["input re-read"] + count["read-back"] == game.reads
+    assert count["spill"] + count["unread write"] + count["output write"] == game.writes
+    computes = Counter(v for kind, v in moves if kind == "compute")
+    assert count["recompute"] == sum(c - 1 for c in computes.values())
+    assert count["input read"] == len({v for kind, v in moves if kind == "read"
+                                       and graph.is_input(v)})
+    for k, ((kind, v), tag) in enumerate(zip(moves, tags)):
+        later = {u for kk, u in moves[k + 1:] if kk == "read"}
+        if tag == "spill":
+            assert kind == "write" and v not in graph.outputs and v in later
+        if tag == "read-back":
+            assert kind == "read" and ("write", v) in moves[:k]
 
 
 def test_draw_on_agg():
@@ -241,11 +331,13 @@ def test_draw_on_agg():
     g = attention_graph(2, 1)
     f = list(frames(g, 10, flash_moves(2, 1, 8)))[20]
     ax = draw(g, f.red, f.blue, highlight=f.move[1])
-    assert len(ax.texts) == len(g)
+    assert len([t for t in ax.texts if t.get_text()]) == len(g)
+    assert len([t for t in ax.texts if t.arrow_patch is not None]) == \
+        sum(len(g.parents(v)) for v in g.order)                     # an arrowhead per edge
     ax.figure.canvas.draw()
     fig, ax2 = plt.subplots()
     assert draw(g, (), g.inputs, ax=ax2, labels=False, legend=False) is ax2
-    assert not ax2.texts
+    assert not [t for t in ax2.texts if t.get_text()]
     plt.close("all")
 
 
@@ -262,10 +354,20 @@ def test_stepper_widget():
     w = stepper(graph, M, moves)
     assert isinstance(w, widgets.VBox)
     play, slider = w.children[0].children
-    line = w.children[1]
+    line = w.children[2]
     assert isinstance(slider, widgets.IntSlider) and slider.max == len(moves)
     assert isinstance(play, widgets.Play) and slider.description == "move"
     states = list(frames(graph, M, moves, start=True))
+    tags = why(graph, moves)
     assert line.value == readout(0, len(moves), states[0], M)
     slider.value = 5
-    assert line.value == readout(5, len(moves), states[5], M)
+    assert line.value == readout(5, len(moves), states[5], M, tags[4])
+    assert w.children[3].value == tally(tags[:5])
+    reset, prev, nxt = w.children[1].children
+    prev.click()
+    assert slider.value == 4 and line.value == readout(4, len(moves), states[4], M, tags[3])
+    nxt.click()
+    nxt.click()
+    assert slider.value == 6
+    reset.click()
+    assert slider.value == 0 and line.value == readout(0, len(moves), states[0], M)

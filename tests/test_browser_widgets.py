@@ -1,0 +1,230 @@
+"""The crossover explorer and the pebble stepper of the built book, on a phone, by touch.
+
+At 390 px wide, in a touch context, the explorer's buttons and sliders are tapped and its two
+readouts must follow: the sentence names the cheapest algorithm and the exact ratios of the
+counts the numbers line shows (:func:`ioattn.explorer.ratio_text`), the pass and mask buttons
+say which is on. The stepper's buttons are tapped and its readout must be the game's, in the
+drawing's labels, with each move's reason. Nothing may be wider than the screen, every control
+must be at least 40 px high, and no script may fail. Screenshots go where
+``tests/test_browser.py`` puts its own.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from ioattn.explorer import ratio_text
+
+from .test_browser import Visit, browser, shots, site  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.book
+
+PHONE = {"width": 390, "height": 844}
+
+
+class Phone(Visit):
+    """A page loaded in a fresh phone-sized touch context (else as :class:`Visit`)."""
+
+    def __init__(self, browser, url: str, viewport=None):  # noqa: F811
+        self.context = browser.new_context(viewport=viewport or PHONE, has_touch=True,
+                                           is_mobile=True, device_scale_factor=2)
+        self.errors: list[str] = []
+        self.external: list[str] = []
+        self.context.route("**/*", self._route)
+        self.page = self.context.new_page()
+        self.page.on("console", lambda m: m.type == "error" and self.errors.append(
+            f"console: {m.text}"))
+        self.page.on("pageerror", lambda e: self.errors.append(f"exception: {e}"))
+        response = self.page.goto(url, wait_until="load")
+        assert response is not None and response.ok, url
+
+
+def _too_wide(page, width: int) -> list[str]:
+    """Elements of the article that stick out of a screen ``width`` px wide (outside any box
+    that scrolls sideways), and the page's own width."""
+    found = page.evaluate("""(width) => {
+      const out = [];
+      if (document.documentElement.scrollWidth > width)
+        out.push('page ' + document.documentElement.scrollWidth);
+      for (const e of document.querySelectorAll('.ioattn-explorer *, .pebble-stepper *')) {
+        const r = e.getBoundingClientRect(), s = getComputedStyle(e);
+        if (s.display === 'none' || r.width === 0) continue;
+        let p = e.parentElement, scrolls = false;
+        while (p) { if (['auto', 'scroll'].includes(getComputedStyle(p).overflowX)) scrolls = true;
+                    p = p.parentElement; }
+        if (!scrolls && (r.right > width + 0.5 || r.left < -0.5))
+          out.push(e.tagName + '.' + (e.getAttribute('class') || '') + ' ' + r.left + '..' +
+                   r.right);
+      }
+      return out;
+    }""", width)
+    return found
+
+
+def _small_controls(root) -> list[str]:
+    out = []
+    for sel in ("button", "input"):
+        for i in range(root.locator(sel).count()):
+            el = root.locator(sel).nth(i)
+            box = el.bounding_box()
+            if box and (box["height"] < 40 or box["width"] < 40):
+                out.append(f"{sel} {el.get_attribute('class')}: {box['width']}x{box['height']}")
+    return out
+
+
+def _tap_end(slider, right: bool):
+    box = slider.bounding_box()
+    slider.tap(position={"x": box["width"] - 3 if right else 3, "y": box["height"] / 2})
+
+
+def _check_words(words: str, numbers: str):
+    """The sentence is right about the numbers line: the cheapest is named first, and each
+    ratio is the exact ratio of the two counts shown."""
+    counts = dict(re.findall(r"(FlashAttention|square tiling|standard attention) ([\d,]+)",
+                             numbers))
+    counts = {k: int(v.replace(",", "")) for k, v in counts.items()}
+    best = re.search(r"cheapest ([^.]+)\.", numbers)[1]
+    M = re.search(r"M = ([\d,]+)", numbers)[1]
+    assert words.startswith(f"At M = {M}: {best} moves "), (words, numbers)
+    for name, t in counts.items():
+        if name != best and t != counts[best]:
+            assert f"{ratio_text(t, counts[best])} less than {name}" in words, (words, numbers)
+    lower = int(re.search(r"lower bound ([\d,]+)", numbers)[1].replace(",", ""))
+    assert f"that is {ratio_text(counts[best], lower)} the lower bound" in words
+
+
+def test_explorer_by_touch_on_a_phone(site, browser, shots):  # noqa: F811
+    visit = Phone(browser, site + "book/crossover.html")
+    page = visit.page
+    try:
+        ex = page.locator(".ioattn-explorer").first
+        ex.scroll_into_view_if_needed()
+        words, numbers = ex.locator(".ioe-words"), ex.locator(".ioe-numbers")
+        assert not _too_wide(page, PHONE["width"]), _too_wide(page, PHONE["width"])
+        assert not _small_controls(ex), _small_controls(ex)
+        # the SVG's 12 px text is still at least 10 px on the phone
+        svg = ex.locator("svg").first
+        scale = svg.bounding_box()["width"] / float(svg.get_attribute("width"))
+        assert 12 * scale >= 10, f"SVG text at {12 * scale:.1f} px"
+        first = words.inner_text()
+        _check_words(first, numbers.inner_text())
+        # − and + step M
+        slider = ex.locator("input.ioe-M")
+        k = int(slider.input_value())
+        ex.locator("button.ioe-more").tap()
+        assert int(slider.input_value()) == k + 1 and words.inner_text() != first
+        ex.locator("button.ioe-less").tap()
+        ex.locator("button.ioe-less").tap()
+        assert int(slider.input_value()) == k - 1
+        assert ex.locator(".ioe-Mvalue").inner_text().split(" = ")[2].split()[0] in \
+            words.inner_text()
+        _check_words(words.inner_text(), numbers.inner_text())
+        # the M slider's ends: square tiling, then FlashAttention
+        _tap_end(slider, False)
+        assert slider.input_value() == "0"
+        assert "cheapest square tiling." in numbers.inner_text()
+        _check_words(words.inner_text(), numbers.inner_text())
+        _tap_end(slider, True)
+        assert slider.input_value() == slider.get_attribute("max")
+        assert "cheapest FlashAttention." in numbers.inner_text()
+        assert words.inner_text().startswith("At M = ")
+        _check_words(words.inner_text(), numbers.inner_text())
+        # pass and mask buttons
+        ex.locator("button.ioe-pass[data-value=backward]").tap()
+        assert ex.locator("button.ioe-pass[data-value=backward]").get_attribute(
+            "aria-pressed") == "true"
+        assert "(backward pass)" in numbers.inner_text()
+        assert "attention backward pass" in ex.locator(".ioe-title").inner_text()
+        ex.locator("button.ioe-mask[data-value=causal]").tap()
+        assert "(backward pass, causal mask)" in numbers.inner_text()
+        _check_words(words.inner_text(), numbers.inner_text())
+        ex.locator("button.ioe-pass[data-value=forward]").tap()
+        ex.locator("button.ioe-mask[data-value=none]").tap()
+        assert "(" not in numbers.inner_text().split(":")[0]
+        # N and d
+        sN, sd = ex.locator("input.ioe-N"), ex.locator("input.ioe-d")
+        _tap_end(sN, False)
+        assert numbers.inner_text().startswith("N = 1,024, ")
+        assert ex.locator(".ioe-Nvalue").inner_text() == "N = 1,024"
+        _tap_end(sN, True)
+        assert numbers.inner_text().startswith("N = 16,384, ")
+        _tap_end(sd, True)
+        assert numbers.inner_text().startswith("N = 16,384, d = 256, ")
+        assert ex.locator(".ioe-title").inner_text().endswith("N = 16,384, d = 256")
+        _check_words(words.inner_text(), numbers.inner_text())
+        # the labelled lines: d^2, where FlashAttention takes over, the slider's M
+        shown = ex.locator("g.ioe-frame:not([display=none])")
+        assert "d² = 65,536" in shown.inner_html()
+        cross = ex.locator("g.ioe-cross:not([display=none])")
+        assert cross.count() == 1 and "FlashAttention cheapest" in cross.inner_html()
+        M = numbers.inner_text().split("M = ")[1].split(":")[0]
+        assert ex.locator("text.ioe-now-label").text_content() == f"M = {M}"
+        assert not _too_wide(page, PHONE["width"]), _too_wide(page, PHONE["width"])
+        ex.screenshot(path=str(shots / "explorer-phone.png"))
+        assert not visit.errors, visit.errors
+    finally:
+        visit.close()
+
+
+def test_stepper_by_touch_on_a_phone(site, browser, shots):  # noqa: F811
+    visit = Phone(browser, site + "book/pebble.html")
+    page = visit.page
+    try:
+        st = page.locator(".pebble-stepper").first
+        st.scroll_into_view_if_needed()
+        data = json.loads(st.locator("script.pebble-states").text_content())
+        out, tag = st.locator(".pebble-readout"), st.locator(".pebble-tag")
+        # the upright drawing on the phone, and nothing wider than the screen
+        assert st.locator("svg[data-layout=upright]").is_visible()
+        assert not st.locator("svg[data-layout=wide]").is_visible()
+        assert not _too_wide(page, PHONE["width"]), _too_wide(page, PHONE["width"])
+        assert not _small_controls(st), _small_controls(st)
+        assert out.inner_text() == data["texts"][0] and not tag.is_visible()
+        for _ in range(3):
+            st.locator("button.pebble-next").tap()
+        assert out.inner_text() == data["texts"][3]
+        assert tag.inner_text() == data["tags"][2] and tag.is_visible()
+        assert st.locator(".pebble-tally").inner_text() == data["tallies"][3]
+        kind, v = data["moves"][2]
+        why = f" ({data['tags'][2]})" if data["tags"][2] != kind else ""
+        assert out.inner_text().startswith(f"move 3 of {len(data['moves'])}: {kind} "
+                                           f"{data['labels'][v]}{why} — ")
+        assert "('" not in out.inner_text()                       # labels, not tuples
+        st.locator("button.pebble-prev").tap()
+        assert out.inner_text() == data["texts"][2]
+        st.locator("button.pebble-reset").tap()
+        assert out.inner_text() == data["texts"][0]
+        # a recompute is tagged and ringed in purple
+        r = data["tags"].index("recompute") + 1
+        for _ in range(r):
+            st.locator("button.pebble-next").tap()
+        assert tag.inner_text() == "recompute" and "(recompute)" in out.inner_text()
+        halo = st.locator("svg[data-layout=upright] circle.pebble-halo")
+        assert halo.get_attribute("stroke") == "#9c27b0"
+        # play, then reset stops it
+        st.locator("button.pebble-play").tap()
+        page.wait_for_timeout(1000)
+        st.locator("button.pebble-reset").tap()
+        assert out.inner_text() == data["texts"][0]
+        assert st.locator("button.pebble-play").inner_text() == "play"
+        page.wait_for_timeout(600)
+        assert out.inner_text() == data["texts"][0]               # stopped
+        st.screenshot(path=str(shots / "stepper-phone.png"))
+        assert not visit.errors, visit.errors
+    finally:
+        visit.close()
+
+
+def test_wide_screen_draws_the_wide_graph(site, browser, shots):  # noqa: F811
+    visit = Phone(browser, site + "book/pebble.html", viewport={"width": 1280, "height": 900})
+    try:
+        st = visit.page.locator(".pebble-stepper").first
+        assert st.locator("svg[data-layout=wide]").is_visible()
+        assert not st.locator("svg[data-layout=upright]").is_visible()
+        assert st.locator("svg[data-layout=wide] path[marker-end]").count() > 0
+        assert not visit.errors, visit.errors
+    finally:
+        visit.close()
