@@ -16,9 +16,10 @@ $(STAMP): pyproject.toml requirements.txt
 	$(BIN)/python -m pip install --quiet -r requirements.txt
 	touch $(STAMP)
 
-# The browser tests need chromium: install Debian's package when there is none.
+# The browser tests and the book's PDF need chromium: install Debian's package when there is no
+# Chromium-based browser (pdf.py also takes Google Chrome, as on GitHub's runners).
 chromium:
-	@command -v chromium >/dev/null 2>&1 || { \
+	@command -v chromium >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1 || { \
 	  echo "chromium is missing: installing Debian's package"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && \
@@ -31,7 +32,7 @@ test: $(STAMP) chromium
 # writes each page's student notebook, the assignments' practice notebooks and the package's
 # wheel into _build/html/notebooks (book/_ext/notebooks.py). With GITHUB_REPOSITORY=owner/name
 # (and GITHUB_SHA) set, as in GitHub Actions, the pages' buttons lead to that repository.
-book: $(STAMP)
+book: $(STAMP) chromium
 	$(BIN)/jupyter-book build . --path-output . --warningiserror --nitpick --keep-going
 	$(BIN)/python book/_ext/pdf.py _build/html
 	@echo "The book is in _build/html/index.html"

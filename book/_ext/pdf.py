@@ -110,8 +110,13 @@ class _Quiet(SimpleHTTPRequestHandler):
         pass
 
 
+#: The names a Chromium-based browser goes by: Debian's package, older Ubuntu's, and Google
+#: Chrome (preinstalled on GitHub's Ubuntu runners).
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
 def _chromium() -> str:
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    exe = next(filter(None, map(shutil.which, BROWSERS)), None)
     if not exe:
         raise SystemExit("chromium is not installed (`make chromium` installs Debian's package)")
     return exe
