@@ -375,6 +375,8 @@ def test_the_sidebar_toggle_folds_the_sidebar_on_a_desktop(built, site, browser)
     try:
         sidebar = page.locator("#pst-primary-sidebar")
         assert sidebar.is_visible()
+        # one search field (the sidebar's), not a second one in an otherwise empty header bar
+        assert page.locator(".search-button-field:visible").count() == 1
         toggle = page.locator(".primary-toggle:visible")
         assert toggle.count() == 1
         toggle.click()
@@ -448,18 +450,51 @@ MATH_FITS = """(tol) => {
 TOLERANCE = 1.0
 
 
+#: The elements that stick out past the right edge of the window, outside any scroll box: what
+#: makes a whole page scroll sideways.
+STICKING_OUT = """(width) => [...document.querySelectorAll('body *')].filter(e => {
+  const box = e.getBoundingClientRect();
+  if (box.right <= width + 1 || box.width === 0 || getComputedStyle(e).visibility === 'hidden')
+    return false;
+  for (let a = e.parentElement; a; a = a.parentElement)
+    if (getComputedStyle(a).overflowX !== 'visible') return false;
+  return true;
+}).map(e => `${e.tagName.toLowerCase()}.${[...e.classList].join('.')} ` +
+            `"${e.textContent.trim().slice(0, 60)}" (right edge ${Math.round(e.getBoundingClientRect().right)} px)`)"""
+
+
 @pytest.fixture(scope="module")
-def phone_math(built, site, browser) -> dict[str, list[dict]]:
-    """Every page at 390 px: the formulas that break a rule (see the tests below), by page."""
+def phone_pages(built, site, browser) -> dict[str, dict]:
+    """Every page at 390 px: ``math``, the formulas that break a rule (see the tests below), and
+    ``sideways``, how far the page can be scrolled sideways and what sticks out."""
     found = {}
     for name in _pages(built):
         visit = Visit(browser, site + name, **PHONE)
         try:
-            if visit.page.evaluate("() => !!(window.MathJax && MathJax.startup)"):
-                found[name] = visit.page.evaluate(MATH_FITS, TOLERANCE)
+            page = visit.page
+            has_math = page.evaluate("() => !!(window.MathJax && MathJax.startup)")
+            found[name] = {
+                "math": page.evaluate(MATH_FITS, TOLERANCE) if has_math else [],
+                "sideways": (page.evaluate("() => document.documentElement.scrollWidth")
+                             - PHONE["width"], page.evaluate(STICKING_OUT, PHONE["width"])),
+            }
         finally:
             visit.close()
     return found
+
+
+@pytest.fixture(scope="module")
+def phone_math(phone_pages) -> dict[str, list[dict]]:
+    return {name: seen["math"] for name, seen in phone_pages.items() if seen["math"]}
+
+
+def test_no_page_scrolls_sideways_on_a_phone(phone_pages):
+    """At 390 px no page is wider than the window: long code, links and tables wrap or scroll in
+    their own box, so the reader never has to pan the whole page."""
+    wide = {name: seen["sideways"] for name, seen in phone_pages.items()
+            if seen["sideways"][0] > TOLERANCE}
+    assert not wide, "pages wider than a 390 px phone:\n" + "\n".join(
+        f"{name}: {over} px too wide; {culprits[:4]}" for name, (over, culprits) in wide.items())
 
 
 def _report(found: dict[str, list[dict]], key: str) -> str:
