@@ -101,11 +101,13 @@ class Visit:
     width, height : int
         The viewport in CSS pixels (default: a 1280 x 900 desktop window). A viewport narrower
         than 1024 px is a touch screen (``tap`` works), as phones and tablets are.
+    **options
+        More options of the browser context (``is_mobile``, ``device_scale_factor``, ...).
     """
 
-    def __init__(self, browser, url: str, width: int = 1280, height: int = 900):
+    def __init__(self, browser, url: str, width: int = 1280, height: int = 900, **options):
         self.context = browser.new_context(viewport={"width": width, "height": height},
-                                           has_touch=width < 1024)
+                                           has_touch=width < 1024, **options)
         self.errors: list[str] = []
         self.external: list[str] = []
         self.context.route("**/*", self._route)
@@ -460,7 +462,8 @@ STICKING_OUT = """(width) => [...document.querySelectorAll('body *')].filter(e =
     if (getComputedStyle(a).overflowX !== 'visible') return false;
   return true;
 }).map(e => `${e.tagName.toLowerCase()}.${[...e.classList].join('.')} ` +
-            `"${e.textContent.trim().slice(0, 60)}" (right edge ${Math.round(e.getBoundingClientRect().right)} px)`)"""
+            `"${e.textContent.trim().slice(0, 60)}" ` +
+            `(right edge ${Math.round(e.getBoundingClientRect().right)} px)`)"""
 
 
 @pytest.fixture(scope="module")

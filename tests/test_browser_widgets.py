@@ -28,18 +28,8 @@ PHONE = {"width": 390, "height": 844}
 class Phone(Visit):
     """A page loaded in a fresh phone-sized touch context (else as :class:`Visit`)."""
 
-    def __init__(self, browser, url: str, viewport=None):  # noqa: F811
-        self.context = browser.new_context(viewport=viewport or PHONE, has_touch=True,
-                                           is_mobile=True, device_scale_factor=2)
-        self.errors: list[str] = []
-        self.external: list[str] = []
-        self.context.route("**/*", self._route)
-        self.page = self.context.new_page()
-        self.page.on("console", lambda m: m.type == "error" and self.errors.append(
-            f"console: {m.text}"))
-        self.page.on("pageerror", lambda e: self.errors.append(f"exception: {e}"))
-        response = self.page.goto(url, wait_until="load")
-        assert response is not None and response.ok, url
+    def __init__(self, browser, url: str):  # noqa: F811
+        super().__init__(browser, url, **PHONE, is_mobile=True, device_scale_factor=2)
 
 
 def _too_wide(page, width: int) -> list[str]:
@@ -219,7 +209,7 @@ def test_stepper_by_touch_on_a_phone(site, browser, shots):  # noqa: F811
 
 
 def test_wide_screen_draws_the_wide_graph(site, browser, shots):  # noqa: F811
-    visit = Phone(browser, site + "book/pebble.html", viewport={"width": 1280, "height": 900})
+    visit = Visit(browser, site + "book/pebble.html")
     try:
         st = visit.page.locator(".pebble-stepper").first
         assert st.locator("svg[data-layout=wide]").is_visible()
