@@ -1,4 +1,4 @@
-"""On-chip memory of a few NVIDIA GPUs, as cache sizes ``M`` of the I/O model.
+"""A few NVIDIA GPUs: on-chip memory as the cache ``M`` of the I/O model, and roofline figures.
 
 The model's cache is the fast memory a computation manages itself. On an NVIDIA GPU that is the
 on-chip memory of one streaming multiprocessor (SM): its shared memory and its register file.
@@ -17,9 +17,8 @@ compute capability 7.5; 164 KB, 163 KB and 64 K for 8.0; 228 KB, 227 KB and 64 K
 (KB = 1,024 bytes). The compute capability of each GPU is NVIDIA's (the "CUDA GPUs" list of the
 CUDA documentation), and the same per-SM figures appear in the architecture whitepapers:
 *NVIDIA Turing GPU Architecture* (2018) for the T4, *NVIDIA A100 Tensor Core GPU Architecture*
-(2020) and *NVIDIA H100 Tensor Core GPU Architecture* (2022). The H200 (datasheet *NVIDIA H200
-Tensor Core GPU*, 2024) is a Hopper GPU of compute capability 9.0, with the H100's SM and more
-and faster HBM, so its per-SM figures are the H100's.
+(2020) and *NVIDIA H100 Tensor Core GPU Architecture* (2022). The H200 is a Hopper GPU of compute
+capability 9.0, with the H100's SM and more and faster HBM, so its per-SM figures are the H100's.
 
 Entries. The model counts entries, not bytes: :func:`cache_entries` divides by the size of
 one entry, 2 bytes by default (fp16 or bf16, the operands of FlashAttention's kernels;
@@ -33,26 +32,96 @@ other data too.
 16384
 >>> [g for g in GPUS]
 ['T4', 'A100', 'H100', 'H200']
+
+Datasheet figures. A roofline needs two more numbers per GPU: the memory bandwidth
+(``bandwidth``, bytes per second) and the peak arithmetic throughput (``peak``, operations per
+second, by dtype). They are the vendor's published figures for one board, ``variant``, exactly
+as printed (TB/s = 10^12 bytes/s, TFLOPS = 10^12 operations/s), with the document they come from
+in ``datasheet``. ``peak["float32"]`` is the non-tensor FP32 figure; ``peak["float16"]`` and
+``peak["bfloat16"]`` are the 16-bit tensor-core figures, **dense**. NVIDIA prints the Hopper
+datasheets' tensor-core figures *with sparsity* (2:4 structured sparsity, footnote "with
+sparsity"; NVIDIA's H100 and H200 pages add "Specifications are one-half lower without
+sparsity"), so the dense figure stored here is one half of the printed one: 1,979 / 2 = 989.5
+TFLOPS, which is also 132 SMs x 4,096 operations per clock x 1.83 GHz = 989.4 TFLOPS of the H100
+architecture whitepaper. The A100 datasheet prints dense figures with the sparse ones starred
+("312 TF | 624 TF*"). The printed sparse figures are kept in ``sparse``. The T4 has no bfloat16
+and no sparsity; its float16 figure is the datasheet's "Mixed Precision (FP16/FP32)" one.
+:func:`datasheet_table` prints the table below from the data, and this doctest checks that the
+table and the data agree:
+
+>>> print(datasheet_table())
+GPU   variant      GB/s   float32  float16         bfloat16
+T4    PCIe, 16 GB  320    8.1      65              -
+A100  SXM4, 80 GB  2,039  19.5     312 (624*)      312 (624*)
+H100  SXM5, 80 GB  3,350  67       989.5 (1,979*)  989.5 (1,979*)
+H200  SXM, 141 GB  4,800  67       989.5 (1,979*)  989.5 (1,979*)
+
+(Bandwidth in GB/s = 10^9 bytes/s; peaks in TFLOPS = 10^12 operations/s, dense; * as printed,
+with sparsity.)
+
+Sources of the datasheet figures, each as its publisher titles it (in the book's bibliography:
+``nvidiaT4datasheet``, ``nvidiaT4productbrief``, ``nvidiaA100datasheet``, ``nvidiaH100datasheet``,
+``nvidiaH200datasheet``); a date is given only where it could be established, and no datasheet
+copy consulted showed its own date:
+
+- T4 (low-profile PCIe board, 16 GB GDDR6): NVIDIA, *NVIDIA T4 Tensor Core GPU* datasheet
+  (document 951643): "Single-Precision 8.1 TFLOPS", "Mixed-Precision (FP16/FP32) 65 TFLOPS".
+  Its memory bandwidth is quoted from it as 300 GB/s; the board's peak, 320 GB/s, is that of
+  NVIDIA's *NVIDIA T4* product brief, table "Memory Specifications" (maximum memory clock
+  5,001 MHz, 256-bit bus, "Peak memory bandwidth: up to 320 GBytes/s"). Dates of both: not
+  established.
+- A100 80 GB SXM4: NVIDIA, *NVIDIA A100 Tensor Core GPU* datasheet (document 1758950-r4),
+  column "A100 80GB SXM": FP32 19.5 TFLOPS, "FP16 Tensor Core" and "BFLOAT16 Tensor Core"
+  312 TFLOPS (624* with sparsity), GPU memory bandwidth 2,039 GB/s. Date: not established; no
+  earlier than June 2021, since it has a column for the A100 80GB PCIe, whose product brief
+  (PB-10577-001) was first released on 28 June 2021.
+- H100 SXM5 80 GB: NVIDIA, *NVIDIA H100 Tensor Core GPU* datasheet, column "H100 SXM": FP32 67
+  teraFLOPS, "BFLOAT16 Tensor Core" and "FP16 Tensor Core" 1,979 teraFLOPS (with sparsity), GPU
+  memory bandwidth 3.35 TB/s. Date: not established; 2022 or later (the H100 was announced in
+  March 2022).
+- H200 SXM 141 GB: NVIDIA, *NVIDIA H200 Tensor Core GPU* datasheet, column "H200 SXM": FP32 67
+  TFLOPS, "BFLOAT16 Tensor Core" and "FP16 Tensor Core" 1,979 TFLOPS (with sparsity), GPU memory
+  141 GB, bandwidth 4.8 TB/s. Year: 2023 or later (NVIDIA's address for it names SC23, the
+  November 2023 conference where the H200 was announced); the revision's month is not
+  established.
 """
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import NamedTuple
 
-__all__ = ["GPU", "GPUS", "KB", "cache_entries", "marks"]
+__all__ = ["GPU", "GPUS", "KB", "DTYPES", "cache_entries", "marks", "datasheet_table"]
 
 #: A kilobyte as the CUDA documentation counts it.
 KB = 1024
 
+#: The dtypes a datasheet peak may be given for.
+DTYPES = ("float32", "float16", "bfloat16")
+
+TERA = 10**12
+GIGA = 10**9
+
 
 class GPU(NamedTuple):
-    """One GPU's on-chip memory per SM (bytes) and its compute capability."""
+    """One GPU: on-chip memory per SM (bytes), compute capability, and datasheet figures.
+
+    The first five fields are the on-chip memory (see the module docstring); the rest are the
+    datasheet's figures for one board, ``variant``: ``bandwidth`` in bytes per second, ``peak``
+    (dense operations per second by dtype, among :data:`DTYPES`), ``sparse`` (the printed
+    with-sparsity figures, where the datasheet prints one) and ``datasheet``, the citation.
+    """
 
     name: str
     compute_capability: str
     shared_per_sm: int
     shared_per_block: int
     registers_per_sm: int
+    variant: str = ""
+    bandwidth: int = 0
+    peak: dict = {}
+    sparse: dict = {}
+    datasheet: str = ""
 
     def on_chip(self, registers: bool = True) -> int:
         """Bytes of on-chip memory per SM: shared memory, plus the register file by default."""
@@ -60,13 +129,47 @@ class GPU(NamedTuple):
 
 
 _REGISTERS = 65536 * 4                # 64 K registers of 32 bits per SM (every GPU below)
+_HOPPER_DENSE = 9895 * TERA // 10     # 1,979 TFLOPS with sparsity, halved: 989.5 TFLOPS
 
 #: The GPUs, by name, in order of release.
 GPUS: dict[str, GPU] = {
-    "T4": GPU("T4", "7.5", 64 * KB, 64 * KB, _REGISTERS),
-    "A100": GPU("A100", "8.0", 164 * KB, 163 * KB, _REGISTERS),
-    "H100": GPU("H100", "9.0", 228 * KB, 227 * KB, _REGISTERS),
-    "H200": GPU("H200", "9.0", 228 * KB, 227 * KB, _REGISTERS),
+    "T4": GPU(
+        "T4", "7.5", 64 * KB, 64 * KB, _REGISTERS,
+        variant="PCIe, 16 GB",
+        bandwidth=320 * GIGA,
+        peak={"float32": 81 * TERA // 10, "float16": 65 * TERA},
+        sparse={},
+        datasheet=("NVIDIA, NVIDIA T4 Tensor Core GPU, datasheet (document 951643), undated in "
+                   "the copies consulted; bandwidth from NVIDIA, NVIDIA T4 product brief, table "
+                   "'Memory Specifications' (up to 320 GBytes/s), date not established"),
+    ),
+    "A100": GPU(
+        "A100", "8.0", 164 * KB, 163 * KB, _REGISTERS,
+        variant="SXM4, 80 GB",
+        bandwidth=2039 * GIGA,
+        peak={"float32": 195 * TERA // 10, "float16": 312 * TERA, "bfloat16": 312 * TERA},
+        sparse={"float16": 624 * TERA, "bfloat16": 624 * TERA},
+        datasheet=("NVIDIA, NVIDIA A100 Tensor Core GPU, datasheet (document 1758950-r4), "
+                   "column 'A100 80GB SXM'; date not established, no earlier than June 2021"),
+    ),
+    "H100": GPU(
+        "H100", "9.0", 228 * KB, 227 * KB, _REGISTERS,
+        variant="SXM5, 80 GB",
+        bandwidth=3350 * GIGA,
+        peak={"float32": 67 * TERA, "float16": _HOPPER_DENSE, "bfloat16": _HOPPER_DENSE},
+        sparse={"float16": 1979 * TERA, "bfloat16": 1979 * TERA},
+        datasheet=("NVIDIA, NVIDIA H100 Tensor Core GPU, datasheet, column 'H100 SXM'; "
+                   "date not established (2022 or later)"),
+    ),
+    "H200": GPU(
+        "H200", "9.0", 228 * KB, 227 * KB, _REGISTERS,
+        variant="SXM, 141 GB",
+        bandwidth=4800 * GIGA,
+        peak={"float32": 67 * TERA, "float16": _HOPPER_DENSE, "bfloat16": _HOPPER_DENSE},
+        sparse={"float16": 1979 * TERA, "bfloat16": 1979 * TERA},
+        datasheet=("NVIDIA, NVIDIA H200 Tensor Core GPU, datasheet, column 'H200 SXM'; "
+                   "year only: 2023 or later (issued for SC23), month not established"),
+    ),
 }
 
 
@@ -105,3 +208,34 @@ def marks(bytes_per_entry: int = 2, registers: bool = True) -> list[tuple[str, i
     for name in GPUS:
         groups.setdefault(cache_entries(name, bytes_per_entry, registers), []).append(name)
     return [(", ".join(names), M) for M, names in sorted(groups.items())]
+
+
+def _tera(ops: int) -> str:
+    """``ops`` operations per second in TFLOPS, exactly, with thousands separators."""
+    value = Decimal(ops) / TERA
+    text = f"{value:,f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def datasheet_table() -> str:
+    """The datasheet figures of :data:`GPUS` as a plain-text table, one GPU per line.
+
+    Bandwidth in GB/s (10^9 bytes per second); peaks in TFLOPS (10^12 operations per second),
+    dense, followed in parentheses by the printed with-sparsity figure where there is one
+    (marked ``*``); ``-`` where the datasheet gives no such peak. The module docstring shows the
+    table, so a doctest ties the documented figures to the data.
+    """
+    def peak(g: GPU, dtype: str) -> str:
+        if dtype not in g.peak:
+            return "-"
+        if dtype not in g.sparse:
+            return _tera(g.peak[dtype])
+        return f"{_tera(g.peak[dtype])} ({_tera(g.sparse[dtype])}*)"
+
+    rows = [("GPU", "variant", "GB/s", *DTYPES)]
+    for g in GPUS.values():
+        rows.append((g.name, g.variant, f"{Decimal(g.bandwidth) / GIGA:,f}",
+                     *(peak(g, dtype) for dtype in DTYPES)))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
+                     for row in rows)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from .sweep import Sweep
 
-__all__ = ["plot_sweep", "STYLE", "TITLES", "BOUNDS", "WIDTH", "FONT", "MIN_FONT",
+__all__ = ["plot_sweep", "STYLE", "GPU_COLORS", "TITLES", "BOUNDS", "WIDTH", "FONT", "MIN_FONT",
            "MIN_SCRIPT_FONT", "RC", "use_style", "subplots", "legend_below", "label", "problems",
            "show"]
 
@@ -32,6 +32,9 @@ STYLE = {
     "square_tiling": dict(color="#d62728", marker="s"),
     "standard": dict(color="#7f7f7f", marker="^"),
 }
+
+#: Colour of each GPU of :data:`ioattn.gpus.GPUS`, shared by every figure that compares them.
+GPU_COLORS = {"T4": "#2ca02c", "A100": "#ff7f0e", "H100": "#9467bd", "H200": "#8c564b"}
 
 #: How the prose and the readouts name each algorithm.
 TITLES = {"flash": "FlashAttention", "square_tiling": "square tiling",

@@ -1,8 +1,10 @@
-"""The GPUs' on-chip memory as cache sizes: the datasheet figures and their conversion."""
+"""The GPUs' on-chip memory as cache sizes, and their datasheet bandwidth and peak throughput."""
+
+from fractions import Fraction
 
 import pytest
 
-from ioattn.gpus import GPUS, KB, cache_entries, marks
+from ioattn.gpus import DTYPES, GPU, GPUS, KB, cache_entries, datasheet_table, marks
 
 
 def test_the_figures_per_compute_capability():
@@ -38,3 +40,92 @@ def test_marks_group_equal_gpus():
     assert got[-1] == ("H100, H200", cache_entries("H100"))
     assert [n for names, _ in got for n in names.split(", ")] == list(GPUS)
     assert marks(4, registers=False) == [("T4", 16384), ("A100", 41984), ("H100, H200", 58368)]
+
+
+# --- datasheet figures (bandwidth, peak, variant, datasheet) ---------------------------------
+
+T, G = 10**12, 10**9
+
+
+def test_datasheet_figures_exactly():
+    """The printed figures, in exact integers: TFLOPS x 10^12, GB/s x 10^9."""
+    expect = {
+        "T4": ("PCIe, 16 GB", 320 * G, {"float32": 8_100 * G, "float16": 65 * T}),
+        "A100": ("SXM4, 80 GB", 2_039 * G,
+                 {"float32": 19_500 * G, "float16": 312 * T, "bfloat16": 312 * T}),
+        "H100": ("SXM5, 80 GB", 3_350 * G,
+                 {"float32": 67 * T, "float16": 989_500 * G, "bfloat16": 989_500 * G}),
+        "H200": ("SXM, 141 GB", 4_800 * G,
+                 {"float32": 67 * T, "float16": 989_500 * G, "bfloat16": 989_500 * G}),
+    }
+    assert list(GPUS) == list(expect)
+    for name, (variant, bandwidth, peak) in expect.items():
+        g = GPUS[name]
+        assert (g.variant, g.bandwidth, g.peak) == (variant, bandwidth, peak)
+
+
+def test_types_and_citations():
+    for g in GPUS.values():
+        assert isinstance(g.bandwidth, int) and g.bandwidth > 0
+        assert isinstance(g.peak, dict) and set(g.peak) <= set(DTYPES)
+        assert all(type(v) is int and v > 0 for v in g.peak.values())
+        assert "float32" in g.peak and "float16" in g.peak
+        assert isinstance(g.variant, str) and " GB" in g.variant
+        # a citation: publisher, the document's title with the GPU's name, and a date statement
+        assert g.datasheet.startswith("NVIDIA, ") and f"NVIDIA {g.name} " in g.datasheet
+        assert "datasheet" in g.datasheet
+        assert any(w in g.datasheet for w in ("not established", "undated", "year only"))
+
+
+def test_dense_is_half_of_the_printed_sparse_figure():
+    """The tensor-core peaks are dense: half of each 'with sparsity' figure printed."""
+    for g in GPUS.values():
+        assert set(g.sparse) <= set(g.peak) - {"float32"}     # FP32 is never sparse
+        for dtype, sparse in g.sparse.items():
+            assert g.peak[dtype] < sparse and 2 * g.peak[dtype] == sparse
+    assert GPUS["H100"].sparse == {"float16": 1_979 * T, "bfloat16": 1_979 * T}
+    assert GPUS["A100"].sparse["bfloat16"] == 624 * T
+    assert GPUS["T4"].sparse == {}
+
+
+def test_no_bfloat16_on_a_t4():
+    assert "bfloat16" not in GPUS["T4"].peak
+    assert all("bfloat16" in GPUS[n].peak for n in ("A100", "H100", "H200"))
+
+
+def test_ridge_points():
+    """peak / bandwidth, in operations per byte: the arithmetic intensity where a roofline
+    bends. Tensor-core ridges lie in the hundreds, FP32 ones in the tens, and the H200's faster
+    memory lowers the H100's ridge by exactly 3.35 / 4.8."""
+    ridge = {(n, dt): Fraction(g.peak[dt], g.bandwidth) for n, g in GPUS.items() for dt in g.peak}
+    assert ridge["A100", "bfloat16"] == Fraction(312_000, 2_039)           # 153.0...
+    assert round(float(ridge["A100", "bfloat16"]), 1) == 153.0
+    assert round(float(ridge["H100", "bfloat16"]), 1) == 295.4
+    assert ridge["H200", "float16"] == ridge["H100", "float16"] * Fraction(3_350, 4_800)
+    assert ridge["T4", "float16"] == Fraction(65_000, 320)                   # 203.125
+    for (name, dtype), r in ridge.items():
+        if dtype == "float32":
+            assert 9 < r < 26, (name, r)              # 9.6 (A100) to 25.3 (T4)
+        else:
+            assert 150 < r < 300, (name, dtype, r)
+            assert r > 8 * ridge[name, "float32"]      # tensor cores: an order of magnitude
+
+
+def test_the_documented_table_is_the_data():
+    """The module docstring's table is :func:`datasheet_table`'s (checked there by doctest);
+    here: it changes when the data change, so the doctest is a real check."""
+    import ioattn.gpus as gpus
+
+    assert datasheet_table() in gpus.__doc__
+    saved = GPUS["H100"]
+    try:
+        GPUS["H100"] = saved._replace(peak={**saved.peak, "bfloat16": 1_979 * T})
+        assert datasheet_table() not in gpus.__doc__
+    finally:
+        GPUS["H100"] = saved
+
+
+def test_old_positional_construction_still_works():
+    g = GPU("X", "9.0", 1, 1, 4)
+    assert (g.variant, g.bandwidth, g.peak, g.sparse, g.datasheet) == ("", 0, {}, {}, "")
+    assert g.on_chip() == 5

@@ -150,7 +150,7 @@ def _scale(scale, d):
 
 def gpu_plan(name: str, N: int, d: int, *, M: int | None = None, block=None,
              dtype: str = "float32", backend: str | Backend = "cuda", backward: bool = False,
-             **options) -> Plan:
+             budget: int | None = None, **options) -> Plan:
     """The plan the kernels of ``name`` run with.
 
     With ``M`` (entries of shared memory per block) the block sizes follow the NumPy
@@ -159,13 +159,17 @@ def gpu_plan(name: str, N: int, d: int, *, M: int | None = None, block=None,
     the device's shared memory per block; flash then takes the largest square block that fits
     in half of it, so that two blocks share a multiprocessor. Raises ``ValueError`` when the
     plan does not fit in the device's shared memory.
+
+    ``budget`` (bytes of shared memory per block) stands for the device: the plan a GPU with
+    that much would run, with no GPU and no backend needed (:mod:`ioattn.roofline` uses it).
     """
-    be = get_backend(backend) if isinstance(backend, str) else backend
     if name not in KERNELS:
         raise ValueError(f"no GPU kernels for {name!r}; there are {', '.join(sorted(KERNELS))}")
+    if budget is None:
+        be = get_backend(backend) if isinstance(backend, str) else backend
+        budget = be.shared_memory_per_block
     host = _backward if backward else KERNELS[name]
-    return host.plan(N, d, M=M, block=block, dtype=dtype, budget=be.shared_memory_per_block,
-                     **options)
+    return host.plan(N, d, M=M, block=block, dtype=dtype, budget=budget, **options)
 
 
 def prepare(name: str, Q, K, V, *, M: int | None = None, block=None, causal: bool = False,

@@ -32,7 +32,7 @@ import numpy as np
 from ..algorithms.base import ceil_div
 from ..api import min_M as least_M
 from ..api import plan as make_plan
-from .plans import check_fits, square_block
+from .plans import SharedMemoryExceeded, check_fits, square_block
 
 __all__ = ["FILE", "THREADS", "plan", "backward", "square_block"]
 
@@ -88,8 +88,8 @@ def plan(N: int, d: int, *, M: int | None = None, block=None, dtype: str = "floa
             b = square_block(lambda B: _footprint(d, B, B) <= entries, N)
             if b < 1:
                 need = 4 * least_M("flash", d, backward=True)
-                raise ValueError(f"the flash backward needs {need} bytes of shared memory at "
-                                 f"d = {d}; the device offers {budget}")
+                raise SharedMemoryExceeded(f"the flash backward needs {need} bytes of shared "
+                                           f"memory at d = {d}; the device offers {budget}")
             block = (b, b)
         M = max(entries, least_M("flash", d, backward=True, block=block))
     the_plan = make_plan("flash", N, d, M, backward=True,

@@ -13,7 +13,7 @@ import numpy as np
 from ..algorithms.base import ceil_div
 from ..api import plan as make_plan
 from . import flash_tc
-from .plans import ENTRY, check_fits, square_block
+from .plans import ENTRY, SharedMemoryExceeded, check_fits, square_block
 
 FILE = "flash.cu"
 
@@ -40,8 +40,8 @@ def plan(N, d, *, M=None, block=None, dtype="float32", budget, **options):
         M = budget // ENTRY // 2
         B = square_block(lambda b: footprint(d, b, b) <= M, N)
         if B < 1:
-            raise ValueError(f"no flash block fits in the device's {budget} bytes of shared "
-                             f"memory at d = {d}")
+            raise SharedMemoryExceeded(f"no flash block fits in the device's {budget} bytes "
+                                       f"of shared memory at d = {d}")
         the_plan = make_plan("flash", N, d, M, block=(B, B))
     check_fits("flash", the_plan, budget, block=block)
     return the_plan

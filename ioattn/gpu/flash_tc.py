@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..api import plan as make_plan
+from .plans import SharedMemoryExceeded
 
 FILE = "flash_tc.cu"
 KERNEL = {"float16": "flash_fwd_f16", "bfloat16": "flash_fwd_bf16"}
@@ -109,9 +110,9 @@ def plan(N: int, d: int, *, M: int | None = None, block=None, dtype: str = "floa
     # Q_i, K_j, V_j take 2 bytes an entry, the rest 4: the block needs at most 4 * footprint
     need = shared_bytes(min(B_r, _round_up(N)), min(B_c, _round_up(N)), d)
     if need > budget:
-        raise ValueError(f"the flash plan for N = {N}, d = {d} needs {need} bytes of shared "
-                         f"memory per block (B_r = {B_r}, B_c = {B_c}), but the device has "
-                         f"{budget}: use a smaller M")
+        raise SharedMemoryExceeded(
+            f"the flash plan for N = {N}, d = {d} needs {need} bytes of shared memory per block "
+            f"(B_r = {B_r}, B_c = {B_c}), but the device has {budget}: use a smaller M")
     return the_plan
 
 

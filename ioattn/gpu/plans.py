@@ -12,6 +12,10 @@ from ..api import plan as make_plan
 ENTRY = 4
 
 
+class SharedMemoryExceeded(ValueError):
+    """A plan needs more shared memory per block than the device (or the GPU modelled) has."""
+
+
 def largest_M(name: str, N: int, d: int, M: int, budget: int, *, backward: bool = False,
               **options) -> int:
     """The largest ``M' <= M`` whose plan (the NumPy rule of ``name``) fits in ``budget`` bytes:
@@ -36,7 +40,7 @@ def check_fits(name: str, the_plan, budget: int, *, backward: bool = False,
     what = f"block {tuple(block)}" if block is not None else f"M = {the_plan.M}"
     hint = "" if block is not None else \
         f": use M <= {largest_M(name, the_plan.N, the_plan.d, the_plan.M, budget, backward=backward, **options)}"  # noqa: E501
-    raise ValueError(
+    raise SharedMemoryExceeded(
         f"{name}{' backward' if backward else ''} with {what} needs {need} bytes of shared memory "
         f"per block ({the_plan.footprint} entries), but the device allows {budget}{hint}")
 
