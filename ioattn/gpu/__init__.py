@@ -10,7 +10,8 @@ and standard attention with ``S`` and ``P`` materialised. Compiled with ``-DIOAT
 they count every entry they load from and store to global memory, and
 ``run(name, Q, K, V, M=..., count_io=True).io`` equals :func:`ioattn.io_cost` for the same
 plan. Without a GPU every call raises :class:`GPUUnavailableError`; ``backend="emulator"``
-runs the same sources on the CPU, one fiber per CUDA thread.
+runs the same sources on the CPU, one fiber per CUDA thread. A source that neither NVRTC nor nvcc
+compiles raises :class:`KernelCompileError`, saying how to fix it (:mod:`ioattn.gpu.nvrtc`).
 """
 
 from .api import (
@@ -25,7 +26,8 @@ from .api import (
     run_backward,
 )
 from .device import GPUUnavailableError, available, device_info, why_unavailable
+from .nvrtc import KernelCompileError
 
 __all__ = ["DTYPES", "GPUBackwardResult", "GPUResult", "GPUUnavailableError", "KERNELS",
-           "Launch", "available", "device_info", "gpu_plan", "prepare", "run", "run_backward",
-           "why_unavailable"]
+           "KernelCompileError", "Launch", "available", "device_info", "gpu_plan", "prepare", "run",
+           "run_backward", "why_unavailable"]

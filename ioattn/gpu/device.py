@@ -25,10 +25,22 @@ def why_unavailable() -> str | None:
     try:
         count = cupy.cuda.runtime.getDeviceCount()
     except Exception as err:
-        return f"CUDA found no usable GPU ({type(err).__name__}: {err})"
+        return _runtime_reason(err)
     if count < 1:
         return "CUDA reports no GPU"
     return None
+
+
+def _runtime_reason(err: Exception) -> str:
+    """Why the CUDA runtime's device query failed, in words (CUDA's error name kept)."""
+    text = str(err)
+    if "cudaErrorInsufficientDriver" in text:
+        return ("CuPy finds no usable NVIDIA driver (cudaErrorInsufficientDriver: "
+                "no driver is installed, as on a machine without an NVIDIA GPU, or it is older "
+                "than CuPy's CUDA runtime)")
+    if "cudaErrorNoDevice" in text:
+        return "the NVIDIA driver reports no GPU (cudaErrorNoDevice)"
+    return f"CUDA found no usable GPU ({type(err).__name__}: {text})"
 
 
 def available() -> bool:

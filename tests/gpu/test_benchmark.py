@@ -1,6 +1,13 @@
-"""The pure parts of benchmarks/gpu.py, on the CPU: FLOP counting, the table, the result's JSON
-layout, the crossover finder, and the exit without a GPU."""
+"""The GPU benchmark (ioattn.gpu.benchmark, run by benchmarks/gpu.py) and its comparison with the
+roofline (ioattn.gpu.compare), on the CPU: FLOP counting, the table, the result's JSON layout,
+the crossover finder, the exit without a GPU, the script's command line, which datasheet a
+measured GPU gets, the rows beside the roofline, and the notebook page "Measure your GPU".
 
+The result documents are made by running the benchmark's pipeline on the CPU emulator into a
+temporary folder (never written by hand, never committed); nothing here measures a GPU.
+"""
+
+import copy
 import importlib.util
 import json
 import os
@@ -10,40 +17,189 @@ from pathlib import Path
 
 import pytest
 
-from ioattn.gpu import available
+from ioattn import roofline
+from ioattn.gpu import available, compare
+from ioattn.gpu import benchmark as bench
+from ioattn.gpus import GPUS
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "gpu.py"
+PAGE = ROOT / "book" / "gpu_measure.md"
+#: The emulator offers a block the shared memory of an H100 or H200: the plans it runs are the
+#: plans those GPUs run, so an emulated result can be set beside the H200's roofline.
+EMULATED_AS = "H200"
+
+
+def _run(*args, timeout=300):
+    return subprocess.run([sys.executable, *map(str, args)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("ioattn_benchmark_gpu", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def emulated(tmp_path_factory):
+    """``(doc, folder)``: the benchmark's pipeline run on the emulator by the script wrapper
+    ``benchmarks/gpu.py`` into a temporary folder, and the document it wrote."""
+    folder = tmp_path_factory.mktemp("results")
+    done = _run(SCRIPT, "--backend", "emulator", "--out-dir", folder)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "crossover: PASS" in done.stdout
+    (js,) = folder.glob("gpu-cpu-emulator-*.json")
+    assert js.with_suffix(".md").is_file()
+    return json.loads(js.read_text(encoding="utf-8")), folder
 
 
-def test_flops_are_four_N2_d_per_head_and_half_when_causal(bench):
-    assert bench.attention_flops(1024, 64) == 4 * 1024**2 * 64
-    assert bench.attention_flops(8192, 128, heads=16) == 16 * 4 * 8192**2 * 128
-    assert bench.attention_flops(8192, 128, 16, causal=True) == 16 * 2 * 8192**2 * 128
+# ------------------------------------------------------------------------ the script wrapper
+def test_the_script_wrapper_runs_help_and_is_the_package_module():
+    done = _run(SCRIPT, "--help", timeout=120)
+    assert done.returncode == 0, done.stderr
+    text = " ".join(done.stdout.split())
+    assert "--out-dir" in text and "--quick" in text and "--backend {cuda,emulator}" in text
+    assert "benchmarks/results of the repository when ioattn is imported from a checkout, " \
+           "else the current directory" in text
+    assert str(ROOT / "benchmarks" / "results") in text           # here: this checkout's
+    # The chapter "On a real GPU" loads the script by path and uses these names.
+    spec = importlib.util.spec_from_file_location("ioattn_bench_gpu_test", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    for name in bench.__all__:
+        assert getattr(script, name) is getattr(bench, name), name
+    for name in ("Device", "materialised", "tflops", "attention_flops", "latest_result",
+                 "COLUMNS", "markdown_table"):
+        assert name in bench.__all__
+
+
+def test_the_module_runs_as_python_dash_m():
+    done = _run("-m", "ioattn.gpu.benchmark", "--help", timeout=120)
+    assert done.returncode == 0 and "--out-dir" in done.stdout, done.stderr
+
+
+def test_the_emulator_pipeline_through_the_script(emulated):
+    doc, folder = emulated
+    bench.check_result(doc)
+    assert doc["backend"] == "emulator" and doc["gpu"]["name"] == "CPU emulator"
+    kernels = [r for r in doc["rows"] if r["impl"] in bench.KERNEL_IMPLS]
+    assert kernels and all(r["status"] == "ok" and r["time_ms"] > 0 for r in kernels)
+    for r in kernels:
+        # the counted bytes are ioattn.roofline's bytes of the counted entries
+        assert r["counted_bytes"] == roofline.traffic_bytes(r["impl"], r["dtype"], r["reads"],
+                                                            r["writes"])
+        assert r["tflops"] == pytest.approx(
+            4 * r["N"] ** 2 * r["d"] * r["batch"] * r["heads"] / (r["time_ms"] * 1e-3) / 1e12)
+        assert r["plan_options"]["M"] > 0
+        assert ("block" in r["plan_options"]) == (r["impl"] == "flash")
+    for r in doc["rows"]:
+        if r["impl"] not in bench.KERNEL_IMPLS:
+            assert r["plan_options"] is None and r["reads"] is None
+    assert doc["git_commit"] == subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT,
+                                               capture_output=True, text=True).stdout.strip()
+
+
+def test_without_out_dir_an_emulator_run_saves_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(bench, "default_out_dir", lambda: tmp_path / "never")
+    assert bench.main(["--backend", "emulator", "--only", "flash", "--N", "48",
+                       "--no-crossover"]) == 0
+    out = capsys.readouterr().out
+    assert "| flash | float32 | 48 |" in out and "wrote" not in out
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_crossover_check_exits_1_without_a_traceback(monkeypatch, capsys, tmp_path):
+    def failing(dev, N, d, heads, args):
+        return {"N": N, "d": d, "heads": heads, "dtype": "float32", "points": [],
+                "counted_crossover": None, "model_crossover": None, "ok": False,
+                "check": "FAIL: made to fail"}
+
+    monkeypatch.setattr(bench, "bench_crossover", failing)
+    code = bench.main(["--backend", "emulator", "--only", "standard", "--N", "48",
+                       "--out-dir", str(tmp_path)])
+    assert code == 1
+    assert "the crossover check failed: FAIL: made to fail" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--N", "0"], "--N takes positive sizes"),
+    (["--d", "64", "-3"], "--d takes positive sizes"),
+    (["--heads", "0"], "--heads must be positive"),
+    (["--only", "nonsense"], "invalid choice"),
+])
+def test_bad_arguments_are_named(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        bench.parse_args(argv)
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.skipif(available(), reason="a GPU is available: the benchmark would run on it")
+def test_without_a_gpu_it_exits_2_with_one_line():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(SCRIPT), "--quick"], capture_output=True,
+                          text=True, cwd=ROOT, env=env, timeout=120)
+    assert done.returncode == 2, done.stdout + done.stderr
+    out = (done.stdout + done.stderr).strip()
+    assert "Traceback" not in out
+    assert len(out.splitlines()) == 1, out
+    assert "GPU" in out and "Colab" in out
+
+
+# ------------------------------------------------------------------------ where results go
+def test_default_out_dir_is_the_checkout_else_the_working_directory(monkeypatch, tmp_path):
+    assert bench.checkout() == ROOT
+    assert bench.default_out_dir() == ROOT / "benchmarks" / "results"
+    assert bench.results_folder() == ROOT / "benchmarks" / "results"
+    js, md = bench.result_paths("Tesla T4", "2026-11-21T22:00:00Z")
+    assert js == ROOT / "benchmarks" / "results" / "gpu-tesla-t4-2026-11-21.json"
+    # installed elsewhere (as in Colab): site-packages/ioattn/gpu/benchmark.py
+    installed = tmp_path / "site-packages" / "ioattn" / "gpu" / "benchmark.py"
+    installed.parent.mkdir(parents=True)
+    monkeypatch.setattr(bench, "__file__", str(installed))
+    monkeypatch.chdir(tmp_path)
+    assert bench.checkout() is None and bench.results_folder() is None
+    assert bench.default_out_dir() == tmp_path
+    assert bench.committed_results() == [] and bench.latest_result() is None
+
+
+class _Distribution:
+    def __init__(self, text):
+        self.text = text
+
+    def read_text(self, name):
+        assert name == "direct_url.json"
+        return self.text
+
+
+def test_git_commit_outside_a_checkout_is_the_one_pip_installed(monkeypatch, tmp_path):
+    import importlib.metadata
+
+    monkeypatch.setattr(bench, "__file__", str(tmp_path / "ioattn" / "gpu" / "benchmark.py"))
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    record = {"url": "https://github.com/ann/ioattn.git",
+              "vcs_info": {"vcs": "git", "commit_id": sha}}
+    monkeypatch.setattr(importlib.metadata, "distribution",
+                        lambda name: _Distribution(json.dumps(record)))
+    assert bench.git_commit() == sha
+    monkeypatch.setattr(importlib.metadata, "distribution",
+                        lambda name: _Distribution(json.dumps({"url": "file:///x"})))
+    assert bench.git_commit() == "unknown"
+
+
+# ------------------------------------------------------------------------ pure parts
+def test_flops_are_the_rooflines_and_half_when_causal():
+    assert bench.attention_flops is roofline.attention_flops      # one source of truth
+    assert bench.forward_flops(1024, 64) == 4 * 1024**2 * 64
+    assert bench.forward_flops(8192, 128, heads=16) == 16 * 4 * 8192**2 * 128
+    assert bench.forward_flops(8192, 128, 16, causal=True) == 16 * 2 * 8192**2 * 128
     # 1 ms for 4 * 4096^2 * 64 flops is 4.29 TFLOP/s
-    assert bench.tflops(bench.attention_flops(4096, 64), 1.0) == pytest.approx(4.294967296)
+    assert bench.tflops(bench.forward_flops(4096, 64), 1.0) == pytest.approx(4.294967296)
     assert bench.tflops(10, None) is None and bench.tflops(10, 0.0) is None
 
 
-def test_counted_bytes_and_bandwidth(bench):
-    # 16-bit flash reads Q, K, V in 2 bytes and writes O in float32; the others are float32
-    assert bench.counted_bytes("flash", "bfloat16", 100, 10) == 240
-    assert bench.counted_bytes("flash", "float32", 100, 10) == 440
-    assert bench.counted_bytes("standard", "float32", 100, 10) == 440
-    assert bench.counted_bytes("cupy materialised", "float32", None, None) is None
+def test_bandwidth():
     assert bench.bandwidth_gbps(2 * 10**9, 1000.0) == pytest.approx(2.0)
-    assert bench.bandwidth_gbps(None, 1.0) is None
+    assert bench.bandwidth_gbps(None, 1.0) is None and bench.bandwidth_gbps(10, 0.0) is None
 
 
-def test_markdown_table(bench):
+def test_markdown_table():
     rows = [{"impl": "flash", "dtype": "float32", "N": 8192, "d": 128, "time_ms": 1.23456,
              "tflops": 123.456, "reads": 1234567, "plan": "a|b"},
             {"impl": "torch sdpa", "dtype": "bfloat16", "N": 1024, "d": 64, "time_ms": None}]
@@ -55,9 +211,12 @@ def test_markdown_table(bench):
     assert lines[2] == "| flash | 8,192 | 1.235 | 123.5 | 1,234,567 | a\\|b |"
     assert lines[3] == "| torch sdpa | 1,024 | - | - | - | - |"
     assert len(lines) == 4
+    small = bench.markdown_table([{"predicted_ms": 0.000123, "fraction": 0.4567}],
+                                 [("predicted_ms", "t"), ("fraction", "f")]).splitlines()
+    assert small[2] == "| 0.000123 | 46% |"
 
 
-def test_crossover_finder_on_made_up_numbers(bench):
+def test_crossover_finder_on_made_up_numbers():
     Ms = [16, 32, 64, 128, 256]
     # square tiling cheaper below 64, flash from 64 on
     assert bench.find_crossover(Ms, [90, 70, 40, 30, 20], [50, 50, 45, 44, 43]) == (32, 64)
@@ -74,13 +233,14 @@ def test_crossover_finder_on_made_up_numbers(bench):
     assert not bench.crossover_in_range(None, d)
 
 
-def test_result_paths_slug_the_gpu_name(bench, tmp_path):
+def test_result_paths_slug_the_gpu_name(tmp_path):
     js, md = bench.result_paths("NVIDIA H200 (141GB) ", "2026-11-21T22:00:00Z", tmp_path)
     assert js == tmp_path / "gpu-nvidia-h200-141gb-2026-11-21.json"
     assert md == tmp_path / "gpu-nvidia-h200-141gb-2026-11-21.md"
 
 
-def _doc(bench, **changes):
+def _doc(**changes):
+    """A result with made-up times for the targets' logic (never saved outside tmp_path)."""
     row = {key: None for key, _ in bench.COLUMNS}
     rows = []
     for impl, dtype, ms in (("flash", "bfloat16", 2.0), ("torch sdpa", "bfloat16", 1.5),
@@ -98,49 +258,8 @@ def _doc(bench, **changes):
     return doc
 
 
-def test_the_json_schema_round_trips(bench, tmp_path):
-    doc = _doc(bench)
-    js, md = bench.save(doc, tmp_path)
-    assert js.name == "gpu-nvidia-h200-2026-11-21.json" and md.is_file()
-    back = json.loads(js.read_text())
-    bench.check_result(back)
-    assert back == json.loads(json.dumps(doc))
-    text = md.read_text()
-    assert "NVIDIA H200" in text and "2026-11-21" in text and "| flash | bfloat16 |" in text
-    assert bench.latest_result(tmp_path) == back
-    # the newest by date wins; a broken file is ignored
-    newer = _doc(bench, date="2026-12-01T00:00:00Z")
-    newer["gpu"] = {**newer["gpu"], "name": "Tesla T4"}
-    bench.save(newer, tmp_path)
-    (tmp_path / "broken.json").write_text("{")
-    assert bench.latest_result(tmp_path)["gpu"]["name"] == "Tesla T4"
-    # an emulator run is never shown as a measurement
-    emulated = _doc(bench, date="2027-01-01T00:00:00Z", backend="emulator")
-    emulated["gpu"] = {**emulated["gpu"], "name": "CPU emulator"}
-    bench.save(emulated, tmp_path)
-    assert bench.latest_result(tmp_path)["gpu"]["name"] == "Tesla T4"
-    assert bench.latest_result(tmp_path / "none") is None
-
-
-@pytest.mark.parametrize("damage", [
-    lambda d: d.pop("git_commit"),
-    lambda d: d.update(schema="something else"),
-    lambda d: d["gpu"].pop("runtime"),
-    lambda d: d["versions"].pop("torch"),
-    lambda d: d["rows"][0].pop("time_ms"),
-    lambda d: d["rows"][0].update(N="8192"),
-    lambda d: d["targets"][0].update(status="OK"),
-])
-def test_the_json_schema_rejects_damage(bench, damage):
-    doc = _doc(bench)
-    bench.check_result(doc)
-    damage(doc)
-    with pytest.raises(ValueError):
-        bench.check_result(doc)
-
-
-def test_targets_pass_fail_and_not_run(bench):
-    doc = _doc(bench)
+def test_targets_pass_fail_and_not_run():
+    doc = _doc()
     first, second = doc["targets"]
     assert first["status"] == "PASS" and "75%" in first["detail"]       # 1.5 / 2.0
     assert second["status"] == "PASS"
@@ -153,13 +272,323 @@ def test_targets_pass_fail_and_not_run(bench):
     assert [t["status"] for t in bench.targets(rows[2:3], "x")] == ["NOT RUN", "NOT RUN"]
 
 
-@pytest.mark.skipif(available(), reason="a GPU is available: the benchmark would run on it")
-def test_without_a_gpu_it_exits_2_with_one_line():
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, str(SCRIPT), "--quick"], capture_output=True,
-                          text=True, cwd=ROOT, env=env, timeout=120)
-    assert done.returncode == 2, done.stdout + done.stderr
-    out = (done.stdout + done.stderr).strip()
-    assert "Traceback" not in out
-    assert len(out.splitlines()) == 1, out
-    assert "GPU" in out and "Colab" in out
+# ------------------------------------------------------------------------ the JSON layout
+def _as_gpu(doc, name, **gpu):
+    """``doc`` (an emulated result) relabelled as measured on GPU ``name``: for the paths that
+    read a GPU result (its times stay the emulator's; the file never leaves tmp_path)."""
+    other = copy.deepcopy(doc)
+    other.update(backend="cuda")
+    other["gpu"] = {**other["gpu"], "name": name, **gpu}
+    return other
+
+
+def test_the_result_round_trips_save_latest_check_compare(emulated, tmp_path):
+    doc, folder = emulated
+    # only GPU results are ever shown as measurements: the emulator's is found on request
+    assert bench.latest_result(folder) is None and bench.committed_results(folder) == []
+    back = bench.latest_result(folder, backend="emulator")
+    assert back == doc
+    js, md = bench.save(back, tmp_path)
+    assert js.name == f"gpu-cpu-emulator-{doc['date'][:10]}.json" and md.is_file()
+    again = json.loads(js.read_text(encoding="utf-8"))
+    bench.check_result(again)
+    assert again == doc
+    assert compare.beside(again, EMULATED_AS) == compare.beside(doc, EMULATED_AS)
+    text = md.read_text(encoding="utf-8")
+    assert "## Beside the roofline" in text and "no datasheet figures" in text
+    # newest first by date; a broken file and a non-result are skipped
+    later = _as_gpu(doc, "Tesla T4")
+    later["date"] = "2099-01-01T00:00:00Z"
+    earlier = _as_gpu(doc, "NVIDIA H200")
+    bench.save(later, tmp_path)
+    bench.save(earlier, tmp_path)
+    (tmp_path / "broken.json").write_text("{")
+    (tmp_path / "list.json").write_text("[]")
+    names = [r["gpu"]["name"] for r in bench.committed_results(tmp_path)]
+    assert names == ["Tesla T4", "NVIDIA H200"]
+    assert bench.latest_result(tmp_path)["gpu"]["name"] == "Tesla T4"
+    assert bench.latest_result(tmp_path / "none") is None
+
+
+@pytest.mark.parametrize("damage", [
+    lambda d: d.pop("git_commit"),
+    lambda d: d.update(schema="something else"),
+    lambda d: d["gpu"].pop("runtime"),
+    lambda d: d["versions"].pop("torch"),
+    lambda d: d["rows"][0].pop("time_ms"),
+    lambda d: d["rows"][0].update(N="8192"),
+    lambda d: d["rows"][0].update(time_ms="1.5"),
+    lambda d: d["rows"][0].update(reads=1.5),
+    lambda d: d["rows"][0].update(plan_options={"M": 0}),
+    lambda d: d["rows"][0].update(plan_options={"M": 64, "block": [16]}),
+    lambda d: d["rows"][0].update(plan_options={"M": 64, "tiles": 3}),
+    lambda d: d["rows"][0].update(plan_options=[64]),
+    lambda d: d["targets"][0].update(status="OK"),
+])
+def test_the_json_layout_rejects_damage(damage, emulated):
+    doc = copy.deepcopy(emulated[0])
+    bench.check_result(doc)
+    damage(doc)
+    with pytest.raises(ValueError):
+        bench.check_result(doc)
+
+
+def test_rows_without_plan_options_still_pass():
+    """Results written before rows recorded their plans stay readable."""
+    doc = _doc()
+    assert all("plan_options" not in r for r in doc["rows"])
+    bench.check_result(doc)
+
+
+# ------------------------------------------------------------------------ which datasheet
+@pytest.mark.parametrize("name,memory,key", [
+    ("Tesla T4", None, "T4"),
+    ("Tesla T4", 15_843_721_216, "T4"),
+    ("NVIDIA A100-SXM4-80GB", None, "A100"),
+    ("NVIDIA H100 80GB HBM3", None, "H100"),
+    ("NVIDIA H100 SXM5 80GB", None, "H100"),
+    ("NVIDIA H200", None, "H200"),
+    ("NVIDIA H200", 150_122_102_784, "H200"),
+    # other boards of a GPU whose datasheet is recorded: never that board's figures
+    ("NVIDIA A100-SXM4-40GB", None, None),
+    ("NVIDIA A100-PCIE-40GB", None, None),
+    ("NVIDIA A100 80GB PCIe", None, None),
+    ("NVIDIA H100 PCIe", None, None),
+    ("NVIDIA H100 NVL", None, None),
+    ("NVIDIA H200 NVL", None, None),
+    ("NVIDIA H200", 100_000_000_000, None),        # not the 141 GB board
+    ("NVIDIA H100", None, None),                   # which board? not guessed
+    # other GPUs
+    ("NVIDIA GH200 480GB", None, None),
+    ("NVIDIA L4", None, None),
+    ("NVIDIA GeForce RTX 4090", None, None),
+    ("CPU emulator", None, None),
+])
+def test_a_measured_gpu_gets_a_datasheet_only_when_it_is_that_board(name, memory, key):
+    board = compare.identify(name, memory)
+    assert board.key == key == compare.datasheet_key(name, memory)
+    if key is None:
+        assert board.note.endswith("no prediction") and name in board.note
+        if board.family is not None:              # says which board the figures are of
+            assert GPUS[board.family].variant in board.note
+    else:
+        assert board.note == ""
+
+
+def test_the_board_follows_the_recorded_variant(monkeypatch):
+    """Which names match is read from ioattn.gpus's ``variant``, not fixed in the code: were
+    the A100's figures those of the PCIe 40 GB board, that board would match, and the SXM4 80 GB
+    would not."""
+    import ioattn.gpu.compare as module
+
+    gpus = dict(GPUS)
+    gpus["A100"] = GPUS["A100"]._replace(variant="PCIe, 40 GB")
+    monkeypatch.setattr(module, "GPUS", gpus)
+    assert compare.datasheet_key("NVIDIA A100-PCIE-40GB") == "A100"
+    assert compare.datasheet_key("NVIDIA A100-SXM4-80GB") is None
+    assert compare.datasheet_key("NVIDIA A100-SXM4-40GB") is None
+
+
+def test_a_name_is_a_string():
+    with pytest.raises(TypeError, match="a GPU name is a str"):
+        compare.identify(None)
+
+
+# ------------------------------------------------------------------------ beside the roofline
+def test_rows_beside_the_roofline_recomputed_from_the_datasheet(emulated):
+    """Each measured kernel row beside the H200's roofline: the least time is recomputed here
+    from the row's counted entries, its operation count and the datasheet (not by calling
+    ioattn.roofline), and equals ioattn.roofline.predict for the row's recorded plan."""
+    doc = emulated[0]
+    spec = GPUS[EMULATED_AS]
+    rows = compare.beside(doc, EMULATED_AS)
+    measured = [r for r in doc["rows"] if r["impl"] in bench.KERNEL_IMPLS and r["time_ms"]]
+    assert len(rows) == len(measured) >= 10
+    for got, row in zip(rows, measured):
+        assert (got["impl"], got["dtype"], got["N"], got["d"], got["heads"]) == \
+            (row["impl"], row["dtype"], row["N"], row["d"], row["heads"])
+        assert (got["time_ms"], got["tflops"], got["note"]) == (row["time_ms"], row["tflops"], "")
+        per_read = 2 if row["impl"] == "flash" and row["dtype"] != "float32" else 4
+        nbytes = per_read * row["reads"] + 4 * row["writes"]
+        flops = 4 * row["N"] ** 2 * row["d"] * row["batch"] * row["heads"]
+        memory, compute = nbytes / spec.bandwidth, flops / spec.peak[row["dtype"]]
+        least = max(memory, compute)
+        assert got["predicted_ms"] == pytest.approx(1e3 * least, rel=1e-12)
+        assert got["attainable_tflops"] == pytest.approx(flops / least / 1e12, rel=1e-12)
+        assert got["bound"] == ("memory" if memory > compute else "compute")
+        assert got["fraction"] == pytest.approx(1e3 * least / row["time_ms"], rel=1e-12)
+        assert got["fraction"] == pytest.approx(row["tflops"] / got["attainable_tflops"])
+        opts = dict(row["plan_options"])
+        M = opts.pop("M")
+        if "block" in opts:
+            opts["block"] = tuple(opts["block"])
+        p = roofline.predict(row["impl"], row["N"], row["d"], M, gpu=EMULATED_AS,
+                             dtype=row["dtype"], heads=row["batch"] * row["heads"], **opts)
+        assert (p.reads, p.writes, p.bytes, p.flops) == (row["reads"], row["writes"], nbytes,
+                                                         flops)
+        assert got["predicted_ms"] == 1e3 * p.time
+
+
+def test_no_datasheet_no_prediction(emulated):
+    doc = emulated[0]
+    for name in ("CPU emulator", "NVIDIA A100-PCIE-40GB", "NVIDIA H100 NVL"):
+        rows = compare.beside(_as_gpu(doc, name))
+        assert rows and all(r["predicted_ms"] is None and r["fraction"] is None for r in rows)
+        text = compare.table(_as_gpu(doc, name))
+        assert "no prediction" in text and "datasheet:" not in text
+    # the same rows as an H100 80GB HBM3 get the H100's datasheet
+    rows = compare.beside(_as_gpu(doc, "NVIDIA H100 80GB HBM3"))
+    assert all(r["predicted_ms"] is not None for r in rows)
+    text = compare.table(_as_gpu(doc, "NVIDIA H100 80GB HBM3"))
+    assert "the H100 (SXM5, 80 GB) datasheet" in text
+    with pytest.raises(ValueError, match="unknown GPU 'B200'"):
+        compare.beside(doc, "B200")
+
+
+def test_a_row_the_roofline_cannot_predict_says_why(emulated):
+    doc = copy.deepcopy(emulated[0])
+    flash = next(r for r in doc["rows"] if (r["impl"], r["dtype"]) == ("flash", "bfloat16"))
+    square = next(r for r in doc["rows"] if r["impl"] == "square_tiling")
+    square["reads"] += 1                                  # counted != the plan's count
+    # a plan of the emulator's (an H200's 227 KB a block) that a T4's 64 KB cannot hold
+    big = {**square, "N": 4096, "d": 64, "reads": None, "writes": None,
+           "plan_options": {"M": 58112, "schedule": "blocked"}}
+    doc["rows"].append(big)
+    rows = {(r["impl"], r["dtype"], r["N"]): r for r in compare.beside(doc, "T4")}
+    assert "no bfloat16 peak" in rows["flash", "bfloat16", flash["N"]]["note"]
+    assert "shared memory" in rows["square_tiling", "float32", 4096]["note"]
+    assert "counted 9" in rows["square_tiling", "float32", square["N"]]["note"]
+    assert all(rows[k]["predicted_ms"] is None for k in
+               [("flash", "bfloat16", flash["N"]), ("square_tiling", "float32", 4096),
+                ("square_tiling", "float32", square["N"])])
+    with pytest.raises(ValueError, match="a causal pass"):
+        compare.predict_row({**square, "causal": True}, EMULATED_AS)
+    with pytest.raises(ValueError, match="baseline"):
+        compare.predict_row(next(r for r in doc["rows"] if r["impl"] == "cupy materialised"),
+                            EMULATED_AS)
+
+
+def test_the_report_shows_the_kernels_beside_the_roofline(emulated):
+    doc = _as_gpu(emulated[0], "NVIDIA H200")
+    text = bench.render(doc)
+    section = text.split("## Beside the roofline", 1)[1].split("##", 1)[0]
+    assert "Predicted (not measured)" in section and "the H200 (SXM, 141 GB) datasheet" in section
+    assert "| least time (ms) | attainable TFLOP/s |" in section
+    assert section.count("| flash |") == sum(r["impl"] == "flash" for r in doc["rows"])
+
+
+def test_measured_points_per_kernel_and_dtype(emulated):
+    doc = copy.deepcopy(emulated[0])
+    pts = compare.measured_points(doc)
+    assert pts.gpu is None and pts.board.name == "CPU emulator" and pts.d == 16
+    assert pts.label == f"CPU emulator, {doc['date'][:10]}"
+    want = {}
+    for r in doc["rows"]:
+        if r["impl"] in bench.KERNEL_IMPLS and r["tflops"] is not None:
+            want.setdefault((r["impl"], r["dtype"]), []).append((r["N"], r["tflops"]))
+    assert pts.series == {k: sorted(v) for k, v in want.items()}
+    assert all(Ns == sorted(Ns) for Ns in pts.series.values())
+    assert ("cupy materialised", "float32") in compare.measured_points(
+        doc, kernels_only=False).series
+    assert compare.measured_points(_as_gpu(doc, "Tesla T4")).gpu == "T4"
+    doc["rows"] += [{**r, "d": 32} for r in doc["rows"]]
+    with pytest.raises(ValueError, match="pass d="):
+        compare.measured_points(doc)
+    assert compare.measured_points(doc, d=32).d == 32
+    with pytest.raises(ValueError, match="no measured rows with d = 99"):
+        compare.measured_points(doc, d=99)
+
+
+def test_predictions_for_the_runs_sizes():
+    args = bench.parse_args(["--quick"])
+    rows = compare.predictions("T4", args.N, args.d, args.heads, args.batch)
+    kernels = [c for c in bench.CONFIGS if c[0] in bench.KERNEL_IMPLS]
+    assert len(rows) == len(args.N) * len(args.d) * len(kernels)
+    for r in rows:
+        if r["dtype"] == "bfloat16":
+            assert r["predicted_ms"] is None and "no bfloat16 peak in the T4" in r["note"]
+            continue
+        p = roofline.predict(r["impl"], r["N"], r["d"], gpu="T4", dtype=r["dtype"],
+                             heads=args.heads)
+        assert r["predicted_ms"] == 1e3 * p.time and r["bytes"] == p.bytes
+        assert (r["reads"], r["writes"], r["flops"]) == (p.reads, p.writes, p.flops)
+    text = compare.predictions_table("T4", args.N, args.d, args.heads)
+    assert text.startswith("Predicted, not measured")
+    with pytest.raises(ValueError, match="unknown GPU"):
+        compare.predictions("V100", [1024], [64], 1)
+
+
+# ------------------------------------------------------------------------ the notebook page
+@pytest.mark.skipif(available(), reason="a GPU is available: the page would measure it")
+def test_the_notebook_page_runs_without_a_gpu_and_says_so(tmp_path):
+    """book/gpu_measure.md as a notebook, executed in a fresh kernel on this CPU-only machine:
+    no error, the no-GPU message, the T4 example labelled as predictions, no file written."""
+    import jupytext
+    from nbclient import NotebookClient
+
+    nb = jupytext.read(PAGE)
+    NotebookClient(nb, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    texts = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            assert out["output_type"] != "error", out
+            texts.append(out.get("text", "") + out.get("data", {}).get("text/markdown", ""))
+    text = "\n".join(texts)
+    assert "No GPU here: " in text and "Runtime > Change runtime type > T4 GPU" in text
+    assert "predictions, not measurements" in text
+    assert "Predicted, not measured" in text and "T4 (PCIe, 16 GB) datasheet" in text
+    assert "Nothing measured" in text
+    assert list(tmp_path.iterdir()) == []
+
+
+#: Put before the page's cells: the page's GPU branch, run with the emulator standing in for
+#: the GPU (the result says "CPU emulator", backend "emulator": nothing is measured) and a
+#: stand-in for Colab's download.
+_STAND_IN = '''
+import sys, types
+import ioattn.gpu
+from ioattn.gpu import benchmark as _bench
+
+ioattn.gpu.why_unavailable = lambda: None
+ioattn.gpu.device_info = lambda: {"name": "Tesla T4", "compute_capability": "7.5",
+                                  "shared_memory_per_block": 65536, "runtime": "12.4",
+                                  "memory_bytes": 15843721216}
+_parse, _Device = _bench.parse_args, _bench.Device
+_bench.parse_args = lambda argv=None: _parse([*(argv or []), "--backend", "emulator"])
+_bench.Device = lambda backend: _Device("emulator")
+downloads = []
+colab = types.ModuleType("google.colab")
+colab.files = types.SimpleNamespace(download=downloads.append)
+sys.modules["google"] = types.ModuleType("google")
+sys.modules["google"].colab = colab
+sys.modules["google.colab"] = colab
+'''
+
+
+@pytest.mark.skipif(available(), reason="a GPU is available: the page would measure it")
+def test_the_notebook_pages_gpu_branch_with_the_emulator_standing_in(tmp_path):
+    """The cells a GPU runs (measure, compare, save, offer the downloads), executed with the
+    emulator in the GPU's place: they run, write both files into the working directory under
+    the benchmark's name, and offer both for download in Colab."""
+    import jupytext
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = jupytext.read(PAGE)
+    nb.cells.insert(0, nbformat.v4.new_code_cell(_STAND_IN))
+    nb.cells.append(nbformat.v4.new_code_cell("print('downloads:', downloads)"))
+    NotebookClient(nb, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    text = "\n".join(out.get("text", "") + out.get("data", {}).get("text/markdown", "")
+                     for cell in nb.cells for out in cell.get("outputs", [])
+                     if out["output_type"] != "error")
+    assert not [out for cell in nb.cells for out in cell.get("outputs", [])
+                if out["output_type"] == "error"]
+    assert "GPU: Tesla T4" in text and "Predictions use the T4 datasheet." in text
+    assert "Measured on **CPU emulator**" in text and "no prediction" in text
+    (js,) = tmp_path.glob("gpu-cpu-emulator-*.json")
+    md = js.with_suffix(".md")
+    assert md.is_file() and f"wrote {js.name} and {md.name}" in text
+    bench.check_result(json.loads(js.read_text(encoding="utf-8")))
+    assert f"downloads: [{str(js)!r}, {str(md)!r}]" in text

@@ -225,3 +225,57 @@ def test_without_a_gpu_the_cuda_backend_says_what_is_missing():
     message = str(caught.value)
     assert why_unavailable() in message          # e.g. "CuPy is not installed"
     assert "Colab" in message and "emulator" in message
+
+
+class CUDARuntimeError(RuntimeError):
+    """Stands for cupy_backends' error of that name."""
+
+
+@pytest.mark.parametrize("error, says", [
+    ("cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA runtime version",
+     "CuPy finds no usable NVIDIA driver (cudaErrorInsufficientDriver: no driver is installed"),
+    ("cudaErrorNoDevice: no CUDA-capable device is detected",
+     "the NVIDIA driver reports no GPU (cudaErrorNoDevice)"),
+    ("cudaErrorUnknown: unknown error", "CUDA found no usable GPU (CUDARuntimeError: "
+     "cudaErrorUnknown: unknown error)"),
+], ids=["no-driver", "no-device", "other"])
+def test_with_cupy_but_no_driver_the_error_says_so_in_one_sentence(error, says, monkeypatch):
+    """CuPy installed on a machine without a GPU: its device query fails; the error explains it
+    in words, keeps CUDA's error name, and chains no traceback."""
+    import sys
+    import types
+
+    from ioattn.gpu import device
+
+    def no_driver():
+        raise CUDARuntimeError(error)
+
+    fake = types.ModuleType("cupy")
+    fake.cuda = types.SimpleNamespace(runtime=types.SimpleNamespace(getDeviceCount=no_driver))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    device.why_unavailable.cache_clear()
+    try:
+        assert why_unavailable().startswith(says)
+        with pytest.raises(GPUUnavailableError) as caught:
+            g.device_info()
+    finally:
+        device.why_unavailable.cache_clear()
+    message = str(caught.value)
+    assert message.startswith(f"ioattn.gpu.device_info() needs a CUDA GPU, but {says}")
+    assert "Colab" in message and "emulator" in message and "\n" not in message
+    assert caught.value.__cause__ is None and caught.value.__context__ is None
+
+
+def test_the_installed_cupy_without_a_gpu_names_the_reason():
+    """With the test environment's CuPy and no GPU (CI), the reason is CuPy's, not an import
+    error; with no CuPy, that is the reason."""
+    if available():
+        pytest.skip("a CUDA GPU is available here")
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        assert why_unavailable() == "CuPy is not installed"
+        return
+    assert why_unavailable().startswith(("CuPy finds no usable NVIDIA driver",
+                                         "the NVIDIA driver reports no GPU",
+                                         "CUDA found no usable GPU", "CUDA reports no GPU"))
