@@ -245,8 +245,9 @@ def run(name: str, Q, K, V, *, M: int | None = None, block=None, causal: bool = 
         ``io``.
     save_lse : bool
         Also write the row log-sum-exp ``L``.
-    backend : {"cuda", "emulator"}
-        ``"emulator"`` runs the same kernel sources on the CPU (small problems only).
+    backend : {"cuda", "emulator", "emulator-racecheck"}
+        ``"emulator"`` runs the same kernel sources on the CPU (small problems only);
+        ``"emulator-racecheck"`` also stops at any shared-memory race between threads.
     **options
         The algorithm's options (``schedule`` for square tiling).
 

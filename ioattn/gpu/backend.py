@@ -9,13 +9,13 @@ The host code of each algorithm is written once against this interface.
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 
 import numpy as np
 
 from .device import require_gpu
-from .sources import find_nvcc, source
+from .nvrtc import compile_module
+from .sources import source
 
 #: Shared memory per block (bytes) the emulator offers: the opt-in maximum of an H100 or H200.
 EMULATED_SHARED_MEMORY = 227 * 1024
@@ -61,7 +61,8 @@ def _options(count_io: bool) -> tuple[str, ...]:
 
 
 class CudaBackend(Backend):
-    """The current CUDA GPU through CuPy (NVRTC; nvcc when NVRTC rejects a source)."""
+    """The current CUDA GPU through CuPy: each source compiled by
+    :func:`~ioattn.gpu.nvrtc.compile_module` (NVRTC; nvcc when NVRTC rejects it)."""
 
     name = "cuda"
 
@@ -79,22 +80,7 @@ class CudaBackend(Backend):
     def _module(self, file, count_io):
         key = (file, count_io)
         if key not in self._modules:
-            import cupy
-
-            code, options = source(file), _options(count_io)
-            try:
-                module = cupy.RawModule(code=code, options=options)
-                module.compile()
-            except cupy.cuda.compiler.CompileException as nvrtc_error:
-                if find_nvcc() is None or os.environ.get("IOATTN_NO_NVCC"):
-                    raise
-                try:
-                    module = cupy.RawModule(code=code, options=options, backend="nvcc")
-                    module.compile()
-                except cupy.cuda.compiler.CompileException as nvcc_error:
-                    raise RuntimeError(f"{file} compiled with neither NVRTC:\n{nvrtc_error}\n"
-                                       f"nor nvcc:\n{nvcc_error}") from None
-            self._modules[key] = module
+            self._modules[key] = compile_module(file, count_io=count_io)
         return self._modules[key]
 
     def synchronize(self):
@@ -107,24 +93,39 @@ class CudaBackend(Backend):
 class EmulatorBackend(Backend):
     """The kernels compiled as C++ for the CPU and run one block at a time, each CUDA thread a
     fiber (:mod:`ioattn.gpu.emulator`). Exact counts and float32 results, slowly: for small
-    problems, tests and readers without a GPU."""
+    problems, tests and readers without a GPU.
+
+    With ``race_check=True`` (the backend ``"emulator-racecheck"``) every launch also checks
+    shared memory for races and raises :class:`~ioattn.gpu.emulator.SharedMemoryRace` on one;
+    without it, the environment variable ``IOATTN_EMULATOR_RACECHECK=1`` does the same."""
 
     name = "emulator"
     xp = np
     shared_memory_per_block = EMULATED_SHARED_MEMORY
 
+    def __init__(self, race_check: bool = False):
+        self.race_check = race_check
+        if race_check:
+            self.name = "emulator-racecheck"
+
     def _module(self, file, count_io):
         from .emulator import RawModule
 
-        return RawModule(code=source(file), options=_options(count_io))
+        return RawModule(code=source(file), options=_options(count_io),
+                         race_check=True if self.race_check else None)
+
+
+#: The names :func:`get_backend` takes.
+BACKENDS = ("cuda", "emulator", "emulator-racecheck")
 
 
 @lru_cache(maxsize=None)
 def get_backend(name: str = "cuda") -> Backend:
     """The backend called ``name``: ``"cuda"`` (raises :class:`~ioattn.gpu.GPUUnavailableError`
-    without a GPU) or ``"emulator"``."""
+    without a GPU), ``"emulator"``, or ``"emulator-racecheck"`` (the emulator with the
+    shared-memory race check)."""
     if name == "cuda":
         return CudaBackend()
-    if name == "emulator":
-        return EmulatorBackend()
-    raise ValueError(f"backend must be 'cuda' or 'emulator', got {name!r}")
+    if name in ("emulator", "emulator-racecheck"):
+        return EmulatorBackend(race_check=name == "emulator-racecheck")
+    raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}, got {name!r}")

@@ -24,6 +24,27 @@ Kernels are compiled once and cached in ``$IOATTN_CACHE/emulator`` (default
 ``~/.cache/ioattn/emulator``). The environment variable ``IOATTN_EMULATOR_REVERSE=1`` runs the
 threads of each block in reverse order between barriers, a second legal order that exposes
 races the first hides.
+
+The race check, ``RawModule(..., race_check=True)`` or ``IOATTN_EMULATOR_RACECHECK=1``, also
+finds the races that neither order shows. Its build (cached apart from the normal one, which it
+does not slow down) records every thread's shared-memory reads and writes between barriers and
+raises :class:`SharedMemoryRace` for two conflicting accesses of different threads that no
+``__syncthreads`` or ``__syncwarp`` orders; the comment of ``emulate.h`` says which barriers
+order what, after the CUDA C++ Programming Guide.
+
+>>> shift = '''
+... #include "ioattn.cuh"
+... extern "C" __global__ void shift(float* y) {
+...     IOATTN_SHARED(float, s);
+...     s[threadIdx.x] = threadIdx.x;
+...     y[threadIdx.x] = s[(threadIdx.x + 1) % blockDim.x];   // no __syncthreads before
+... }'''
+>>> f = RawModule(code=shift, race_check=True).get_function("shift")
+>>> try:
+...     f((1,), (64,), (np.zeros(64, np.float32),), shared_mem=256)
+... except SharedMemoryRace as race:
+...     print(str(race).splitlines()[1].split(" of shared")[0].strip())
+block (0,0,0): thread (1,0,0) writes byte 4
 """
 
 from __future__ import annotations
@@ -45,9 +66,29 @@ from .sources import KERNELS, kernels_in
 DEFAULT_DYNAMIC_LIMIT = 48 * 1024
 MAX_SHARED = 227 * 1024
 
+#: The environment variable that turns the race check on for every module (``1``).
+RACECHECK_ENV = "IOATTN_EMULATOR_RACECHECK"
+
+# The race-check build's flags (part of its cache key): the kernel at -O1, a third faster to
+# compile than -O2 and keeping more of the source's loads and stores, instrumented; the race
+# runtime, which every load and store calls, at -O2.
+_RACE_KERNEL_FLAGS = ("-O1", "-fsanitize=thread", "--param", "tsan-instrument-func-entry-exit=0")
+_RACE_RUNTIME_FLAGS = ("-O2",)
+
 
 class EmulatorError(RuntimeError):
     """A kernel the emulator could not compile or run (the message says why)."""
+
+
+class SharedMemoryRace(EmulatorError):
+    """Two threads of a block access one byte of shared memory, at least one of them writing
+    and not both atomically, and no barrier orders the two accesses: a data race on a GPU.
+
+    Raised by the race check at the end of the first block that has one. The message names the
+    kernel, then up to four races, each with the block, the two threads (``threadIdx``, or a
+    warp for a WMMA operation), the byte offset in shared memory and the access that holds it,
+    the kinds of the two accesses, and the barriers passed before them.
+    """
 
 
 def _compiler() -> str:
@@ -64,8 +105,30 @@ def _cache_dir() -> Path:
     return path
 
 
+def _race_commands(compiler: str, src: Path, out: Path, defines: list[str]) -> list[list[str]]:
+    """The commands of the race-check build of ``src`` into ``out``.
+
+    The kernel is compiled with g++'s ThreadSanitizer instrumentation alone (every load and
+    store calls ``__tsan_readN`` or ``__tsan_writeN``), and linked without libtsan to
+    ``emulate.h`` compiled uninstrumented with ``-DIOATTN_RACE_RUNTIME``, the race runtime that
+    defines those functions; ``-z defs`` turns a hook it lacks into a link error.
+    """
+    version = subprocess.run([compiler, "--version"], capture_output=True, text=True).stdout
+    if "clang" in version.lower():
+        raise EmulatorError(f"the race check needs g++ (its -fsanitize=thread instrumentation), "
+                            f"and {compiler} is clang: set CXX=g++")
+    runtime = src.with_name("race_runtime.cpp")
+    runtime.write_text('#define IOATTN_RACE_RUNTIME\n#include "emulate.h"\n')
+    obj = src.with_suffix(".o")
+    flags = ["-std=c++20", "-fPIC", "-w", f"-I{KERNELS}"]
+    return [[compiler, *flags, *_RACE_KERNEL_FLAGS, "-DIOATTN_EMULATE", "-DIOATTN_RACECHECK",
+             *defines, "-c", "-o", str(obj), str(src)],
+            [compiler, *flags, *_RACE_RUNTIME_FLAGS, "-shared", "-Wl,-z,defs",
+             "-Wl,-Bsymbolic-functions", "-o", str(out), str(obj), str(runtime)]]
+
+
 @lru_cache(maxsize=None)
-def _build(code: str, options: tuple[str, ...]) -> ctypes.CDLL:
+def _build(code: str, options: tuple[str, ...], race_check: bool = False) -> ctypes.CDLL:
     names = kernels_in(code)
     if not names:
         raise EmulatorError('no extern "C" __global__ kernel in the source')
@@ -73,19 +136,28 @@ def _build(code: str, options: tuple[str, ...]) -> ctypes.CDLL:
     exports = "\n".join(f"IOATTN_EMU_EXPORT({n})" for n in names)
     text = f"{code}\n{exports}\n"
     header = (KERNELS / "emulate.h").read_text()
-    key = hashlib.sha256("\0".join([text, header, *defines]).encode()).hexdigest()[:24]
+    race = ["race check", *_RACE_KERNEL_FLAGS, *_RACE_RUNTIME_FLAGS] if race_check else []
+    parts = [text, header, *defines, *race]
+    key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
     lib = _cache_dir() / f"{key}.so"
     if not lib.exists():
         with tempfile.TemporaryDirectory() as tmp:
             src = Path(tmp) / "kernel.cpp"
             src.write_text(text)
             out = Path(tmp) / "kernel.so"
-            cmd = [_compiler(), "-std=c++20", "-O2", "-shared", "-fPIC", "-w",
-                   "-DIOATTN_EMULATE", *defines, f"-I{KERNELS}", "-o", str(out), str(src)]
-            done = subprocess.run(cmd, capture_output=True, text=True)
-            if done.returncode != 0:
-                raise EmulatorError(f"the kernel source does not compile for the emulator:\n"
-                                    f"{done.stderr[-4000:]}")
+            compiler = _compiler()
+            if race_check:
+                commands = _race_commands(compiler, src, out, defines)
+            else:
+                commands = [[compiler, "-std=c++20", "-O2", "-shared", "-fPIC", "-w",
+                             "-DIOATTN_EMULATE", *defines, f"-I{KERNELS}", "-o", str(out),
+                             str(src)]]
+            for cmd in commands:
+                done = subprocess.run(cmd, capture_output=True, text=True)
+                if done.returncode != 0:
+                    build = "the race check's build" if race_check else "the emulator"
+                    raise EmulatorError(f"the kernel source does not compile for {build}:\n"
+                                        f"{done.stderr[-4000:]}")
             os.replace(out, lib)          # atomic: concurrent builds of one key are safe
     return ctypes.CDLL(str(lib))
 
@@ -125,12 +197,14 @@ class Function:
             pointers.append(ctypes.cast(ctypes.byref(value), ctypes.c_void_p))
             sizes.append(size)
         n = len(args)
-        err = ctypes.create_string_buffer(1024)
+        err = ctypes.create_string_buffer(4096)
         self._set_reverse(int(os.environ.get("IOATTN_EMULATOR_REVERSE", "0") == "1"))
         rc = self._entry((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block),
                          ctypes.c_size_t(int(shared_mem)), (ctypes.c_void_p * n)(*pointers),
                          (ctypes.c_size_t * n)(*sizes), ctypes.c_int(n), err,
                          ctypes.c_size_t(len(err)))
+        if rc == 2:
+            raise SharedMemoryRace(f"{self.name}: {err.value.decode()}")
         if rc != 0:
             raise EmulatorError(f"{self.name}: {err.value.decode()}")
 
@@ -143,10 +217,19 @@ def _dims(t) -> tuple[int, int, int]:
 
 
 class RawModule:
-    """A kernel source compiled for the emulator; ``get_function(name)`` as in CuPy."""
+    """A kernel source compiled for the emulator; ``get_function(name)`` as in CuPy.
 
-    def __init__(self, code: str, options: tuple[str, ...] = ()):
-        self._lib = _build(code, tuple(options))
+    With ``race_check=True`` (default: whether the environment variable
+    ``IOATTN_EMULATOR_RACECHECK`` is ``1``) it is the race-check build, whose launches raise
+    :class:`SharedMemoryRace` on a shared-memory race.
+    """
+
+    def __init__(self, code: str, options: tuple[str, ...] = (),
+                 race_check: bool | None = None):
+        if race_check is None:
+            race_check = os.environ.get(RACECHECK_ENV, "0") == "1"
+        self.race_check = bool(race_check)
+        self._lib = _build(code, tuple(options), self.race_check)
 
     def get_function(self, name: str) -> Function:
         return Function(self._lib, name)

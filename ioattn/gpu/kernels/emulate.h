@@ -14,7 +14,17 @@
 //     written shows up.
 // What it cannot show: timing, bank conflicts, occupancy, and the behaviour of races that happen
 // to be harmless in the orders it tries.
+//
+// The race check (a build with -DIOATTN_RACECHECK, ioattn/gpu/emulator.py) finds those too: the
+// kernel is compiled with g++ -fsanitize=thread, which calls __tsan_read4(p), __tsan_write8(p),
+// ... before each load and store, but is linked without libtsan: the second half of this file,
+// compiled as a separate, uninstrumented translation unit (-DIOATTN_RACE_RUNTIME), defines those
+// functions. They record, for every byte of the block's shared memory, who read, wrote or
+// atomically updated it since the last __syncthreads, and report two accesses of different
+// threads, at least one a write and not both atomic, that no barrier orders (see there).
 #pragma once
+
+#ifndef IOATTN_RACE_RUNTIME
 
 #include <math.h>
 #include <ucontext.h>
@@ -41,6 +51,24 @@
 #define __launch_bounds__(...)
 #define __align__(n) alignas(n)
 
+// The race check's events (defined by the race runtime below); nothing in a normal build.
+#ifdef IOATTN_RACECHECK
+extern "C" {
+void ioattn_race_launch(const unsigned* block, void* shared, size_t bytes);
+void ioattn_race_block(unsigned x, unsigned y, unsigned z);
+void ioattn_race_current(int thread);
+void ioattn_race_syncthreads();
+void ioattn_race_syncwarp(int warp);
+void ioattn_race_exit(int thread);
+void ioattn_race_mode(int mode);
+int ioattn_race_count();
+void ioattn_race_message(char* out, size_t len);
+}
+#define IOATTN_RACE(call) call
+#else
+#define IOATTN_RACE(call) ((void)0)
+#endif
+
 struct uint3 { unsigned x, y, z; };
 struct dim3 {
     unsigned x = 1, y = 1, z = 1;
@@ -58,6 +86,9 @@ struct Fiber {
     uint3 tid{0, 0, 0};
     int index = 0, lane = 0, warp = 0;
     State state = State::ready;
+#ifdef IOATTN_RACECHECK
+    bool join = false;                       // waits at a __syncwarp (not a shuffle or WMMA)
+#endif
 };
 
 struct Runtime {
@@ -88,11 +119,21 @@ inline void yield(State state) {
     swapcontext(&f->ctx, &r.scheduler);
 }
 
-inline void warp_barrier() { yield(State::warp_wait); }
+// A warp barrier: `join` for __syncwarp, which orders memory; shuffles and WMMA operations
+// only wait for the warp (see the race runtime below).
+inline void warp_barrier(bool join = false) {
+#ifdef IOATTN_RACECHECK
+    rt().cur->join = join;
+#else
+    (void)join;
+#endif
+    yield(State::warp_wait);
+}
 
 inline void entry() {
     Runtime& r = rt();
     r.body();
+    IOATTN_RACE(ioattn_race_exit(r.cur->index));
     yield(State::done);
 }
 
@@ -111,6 +152,7 @@ inline bool run_block() {
     Runtime& r = rt();
     const int n = int(r.fibers.size());
     std::fill(r.shared.begin(), r.shared.end(), (unsigned char)0xFF);
+    IOATTN_RACE(ioattn_race_block(r.block_idx.x, r.block_idx.y, r.block_idx.z));
     for (Fiber& f : r.fibers) {
         getcontext(&f.ctx);
         f.ctx.uc_stack.ss_sp = f.stack;
@@ -125,7 +167,9 @@ inline bool run_block() {
             Fiber& f = r.fibers[r.reverse ? n - 1 - k : k];
             if (f.state != State::ready) continue;
             r.cur = &f;
+            IOATTN_RACE(ioattn_race_current(f.index));
             swapcontext(&r.scheduler, &f.ctx);
+            IOATTN_RACE(ioattn_race_current(-1));
             r.cur = nullptr;
         }
         int live = 0, at_block = 0, done = 0;
@@ -140,6 +184,7 @@ inline bool run_block() {
                      " thread(s) had returned");
                 return false;
             }
+            IOATTN_RACE(ioattn_race_syncthreads());
             for (Fiber& f : r.fibers) f.state = State::ready;
             continue;
         }
@@ -151,6 +196,12 @@ inline bool run_block() {
                 if (r.fibers[i].state == State::warp_wait) ++waiting;
             }
             if (alive > 0 && waiting == alive) {
+#ifdef IOATTN_RACECHECK
+                bool join = true;         // a __syncwarp only if every waiting lane is at one
+                for (int i = lo; i < hi; ++i)
+                    if (r.fibers[i].state == State::warp_wait) join = join && r.fibers[i].join;
+                if (join) ioattn_race_syncwarp(w);
+#endif
                 for (int i = lo; i < hi; ++i)
                     if (r.fibers[i].state == State::warp_wait) r.fibers[i].state = State::ready;
                 released = true;
@@ -188,6 +239,7 @@ inline int run_grid(const unsigned* grid, const unsigned* block, size_t shared_b
                       unsigned(i / (size_t(block[0]) * block[1]))};
     }
     r.shared.assign(shared_bytes + 16, 0);
+    IOATTN_RACE(ioattn_race_launch(block, r.shared.data(), shared_bytes));
     r.body = std::move(body);
     for (unsigned z = 0; z < grid[2]; ++z)
         for (unsigned y = 0; y < grid[1]; ++y)
@@ -197,6 +249,12 @@ inline int run_grid(const unsigned* grid, const unsigned* block, size_t shared_b
                     std::snprintf(err, errlen, "%s", r.error.c_str());
                     return 1;
                 }
+#ifdef IOATTN_RACECHECK
+                if (ioattn_race_count() > 0) {          // 2: a race (SharedMemoryRace)
+                    ioattn_race_message(err, errlen);
+                    return 2;
+                }
+#endif
             }
     return 0;
 }
@@ -255,7 +313,7 @@ T shuffle(T v, int src_lane) {
 #define warpSize 32
 
 inline void __syncthreads() { ioattn_emu::yield(ioattn_emu::State::block_wait); }
-inline void __syncwarp(unsigned = 0xffffffffu) { ioattn_emu::warp_barrier(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { ioattn_emu::warp_barrier(true); }
 
 template <class T>
 T __shfl_sync(unsigned, T v, int src, int width = 32) {
@@ -278,9 +336,22 @@ T __shfl_up_sync(unsigned, T v, unsigned delta, int width = 32) {
     return ioattn_emu::shuffle(v, src >= 0 && src / width == lane / width ? src : lane);
 }
 
-// One OS thread runs every fiber, so atomics are plain read-modify-writes.
-template <class T> T atomicAdd(T* p, T v) { T old = *p; *p = old + v; return old; }
-inline int atomicMax(int* p, int v) { int old = *p; *p = std::max(old, v); return old; }
+// One OS thread runs every fiber, so atomics are plain read-modify-writes (which the race check
+// records as atomic: they do not race with each other).
+template <class T> T atomicAdd(T* p, T v) {
+    IOATTN_RACE(ioattn_race_mode(1));
+    T old = *p;
+    *p = old + v;
+    IOATTN_RACE(ioattn_race_mode(0));
+    return old;
+}
+inline int atomicMax(int* p, int v) {
+    IOATTN_RACE(ioattn_race_mode(1));
+    int old = *p;
+    *p = std::max(old, v);
+    IOATTN_RACE(ioattn_race_mode(0));
+    return old;
+}
 
 inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
 inline int __float_as_int(float f) { int i; std::memcpy(&i, &f, 4); return i; }
@@ -330,7 +401,9 @@ inline __nv_bfloat16 __float2bfloat16_rn(float f) { return __nv_bfloat16(f); }
 inline float __bfloat162float(__nv_bfloat16 h) { return float(h); }
 
 // WMMA: every lane holds the whole tile of its fragment, and the *_sync operations are warp
-// barriers on entry and exit, as on the hardware (all lanes take part in each of them).
+// barriers on entry and exit, as on the hardware (all lanes take part in each of them). The race
+// check records their loads and stores as the warp's, not one lane's (mode 2): which lane moves
+// which entry is unspecified.
 namespace nvcuda {
 namespace wmma {
 struct matrix_a {};
@@ -362,10 +435,12 @@ void load_matrix_sync(fragment<Use, m, n, k, T, L>& f, const std::type_identity_
                       unsigned ldm) {
     static_assert(!std::is_same<Use, accumulator>::value, "accumulators take a layout_t");
     ioattn_emu::warp_barrier();
+    IOATTN_RACE(ioattn_race_mode(2));
     constexpr bool row = std::is_same<L, row_major>::value;
     for (int r = 0; r < f.rows; ++r)
         for (int c = 0; c < f.cols; ++c)
             f.x[r * f.cols + c] = row ? p[size_t(r) * ldm + c] : p[size_t(c) * ldm + r];
+    IOATTN_RACE(ioattn_race_mode(0));
     ioattn_emu::warp_barrier();
 }
 
@@ -373,10 +448,12 @@ template <int m, int n, int k, class T>
 void load_matrix_sync(fragment<accumulator, m, n, k, T, void>& f, const std::type_identity_t<T>* p, unsigned ldm,
                       layout_t layout) {
     ioattn_emu::warp_barrier();
+    IOATTN_RACE(ioattn_race_mode(2));
     for (int r = 0; r < f.rows; ++r)
         for (int c = 0; c < f.cols; ++c)
             f.x[r * f.cols + c] = layout == mem_row_major ? p[size_t(r) * ldm + c]
                                                           : p[size_t(c) * ldm + r];
+    IOATTN_RACE(ioattn_race_mode(0));
     ioattn_emu::warp_barrier();
 }
 
@@ -384,11 +461,13 @@ template <int m, int n, int k, class T>
 void store_matrix_sync(T* p, const fragment<accumulator, m, n, k, T, void>& f, unsigned ldm,
                        layout_t layout) {
     ioattn_emu::warp_barrier();
+    IOATTN_RACE(ioattn_race_mode(2));
     if (ioattn_emu::me().lane == 0)
         for (int r = 0; r < f.rows; ++r)
             for (int c = 0; c < f.cols; ++c)
                 (layout == mem_row_major ? p[size_t(r) * ldm + c] : p[size_t(c) * ldm + r]) =
                     f.x[r * f.cols + c];
+    IOATTN_RACE(ioattn_race_mode(0));
     ioattn_emu::warp_barrier();
 }
 
@@ -421,3 +500,360 @@ void mma_sync(fragment<accumulator, m, n, k, TC, void>& d,
     }
 
 extern "C" void ioattn_emu_set_reverse(int reverse) { ioattn_emu::rt().reverse = reverse != 0; }
+
+#else  // IOATTN_RACE_RUNTIME
+// ---------------------------------------------------------------------------------------------
+// The race runtime: compiled without instrumentation as its own translation unit, with only C
+// library calls and internal-linkage code (an inline function or template shared with the
+// instrumented kernel could be linked as the kernel's instrumented copy).
+//
+// Which accesses a barrier orders, after the CUDA C++ Programming Guide:
+//   * __syncthreads() waits until every thread of the block has reached it "and all global and
+//     shared memory accesses made by these threads prior to __syncthreads() are visible to all
+//     threads in the block": it orders every access before it against every access after it.
+//     (The emulator already refuses a __syncthreads that some thread of the block never reaches.)
+//   * "Executing __syncwarp() guarantees memory ordering among threads participating in the
+//     barrier": it orders the accesses of the lanes of one warp that take part, i.e. the lanes
+//     that have not exited (the mask is not modelled: every live lane of the warp takes part).
+//   * Warp shuffles (__shfl*_sync) "do not imply a memory barrier. They do not guarantee any
+//     memory ordering": they order nothing, even though every lane waits for the others.
+//   * WMMA load_matrix_sync, store_matrix_sync and mma_sync wait until every lane of the warp
+//     has arrived, but the Guide states no memory ordering for them: they order nothing either.
+//     Their loads and stores are the warp's as a whole (which lane moves which entry is
+//     unspecified), so they conflict with a plain access by any lane, the same warp's included,
+//     that no __syncwarp or __syncthreads orders. Two WMMA operations of one warp are taken to
+//     be in the warp's program order (an accumulator tile loaded and stored back moves every
+//     entry through the same lane's register).
+//   * Atomics (atomicAdd, atomicMax) do not race with each other; they do race with plain reads
+//     and writes that nothing orders. They order nothing.
+// So two accesses in one __syncthreads interval are ordered only if they are in one warp, a
+// __syncwarp lies between them, and the earlier thread took part in it (had not exited).
+//
+// The record, per byte of shared memory and per kind of access (read, write, atomic): the first
+// warp to access it in the interval, the latest __syncwarp count ("epoch") of that warp at
+// which it did, the lanes that did at that epoch (bit 32: the warp's WMMA operations), the lanes
+// that did and then exited before the next __syncwarp, and one thread of a second warp if
+// another warp accessed it too. That is exact for the question asked at every access: is there
+// an earlier conflicting access of another thread that no barrier orders before this one?
+// (Another warp's access always qualifies; in the same warp, one at the current epoch or by a
+// lane that exited after it.) A __syncthreads starts a new interval: the record is emptied in
+// O(1) by a generation number.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace {
+
+enum Kind { READ = 0, WRITE = 1, ATOMIC = 2 };
+enum Mode { PLAIN = 0, ATOMICS = 1, WMMA = 2 };
+constexpr uint16_t NOBODY = 0xFFFF;
+constexpr uint32_t LIVE = 0xFFFFFFFFu;
+constexpr uint64_t WARP_BIT = uint64_t(1) << 32;    // the warp's WMMA operations, as a "lane"
+constexpr int MAX_THREADS = 1024, MAX_WARPS = 32, MAX_RACES = 4;
+
+struct Summary {              // one kind of access to one byte, in the current interval
+    uint32_t gen;             // the interval it describes; any other value: no access yet
+    uint32_t epoch;           // the latest __syncwarp count of warp0 at which warp0 accessed
+    uint64_t lanes;           // warp0's lanes that accessed at `epoch` (bit 32: WMMA)
+    uint64_t exited;          // warp0's lanes that accessed and then exited, no __syncwarp after
+    uint16_t first;           // the first accessor (of warp0)
+    uint16_t other;           // an accessor of another warp, or NOBODY
+    uint8_t warp0;
+    uint8_t unused[3];
+};
+
+struct Race {
+    size_t byte, start, size;         // the conflicting byte; the access holding it
+    int earlier, later;               // accessors: thread index, or threads + warp for WMMA
+    int earlier_kind, later_kind;
+    unsigned block[3];
+    uint32_t syncthreads, syncwarps;
+    bool exited;                      // the earlier thread exited without a later __syncwarp
+};
+
+struct Checker {
+    uintptr_t base = 0;
+    size_t size = 0;                  // the shared memory checked: [base, base + size)
+    Summary* shadow = nullptr;        // three per byte: READ, WRITE, ATOMIC
+    size_t capacity = 0;
+    int threads = 0;
+    unsigned dim[3] = {1, 1, 1}, block[3] = {0, 0, 0};
+    uint32_t gen = 0, syncthreads = 0;
+    int cur = -1;                     // the running thread, -1 in the scheduler
+    int mode = PLAIN;
+    uint32_t warp_epoch[MAX_WARPS];   // __syncwarp count of each warp in this block
+    uint32_t warp_exits[MAX_WARPS];   // exited lanes of each warp
+    uint32_t exit_epoch[MAX_THREADS]; // a thread's warp epoch when it exited, else LIVE
+    Race races[MAX_RACES];
+    int count = 0;
+    bool full = false;                // MAX_RACES found: stop checking
+};
+
+Checker C;
+
+void next_interval() {
+    if (++C.gen == 0) {               // wrapped: forget every record
+        std::memset(C.shadow, 0, C.capacity * sizeof(Summary));
+        C.gen = 1;
+    }
+}
+
+int warp_of(int who) { return who < C.threads ? who / 32 : who - C.threads; }
+
+// The lanes of `lanes` (warp w) that exited at `epoch`, i.e. took part in no later __syncwarp.
+uint64_t exited_at(uint64_t lanes, int w, uint32_t epoch) {
+    uint64_t out = 0, m = lanes & 0xFFFFFFFFu;
+    while (m) {
+        const int l = __builtin_ctzll(m);
+        m &= m - 1;
+        if (C.exit_epoch[32 * w + l] == epoch) out |= uint64_t(1) << l;
+    }
+    return out;
+}
+
+// An earlier access in `s` that no barrier orders before an access by lane `bit` of warp `w` at
+// epoch `e`, or -1.
+int unordered(const Summary& s, int w, uint64_t bit, uint32_t e) {
+    if (s.warp0 != w) return s.first;
+    if (s.other != NOBODY) return s.other;
+    uint64_t c = s.exited & ~bit;
+    if (s.epoch == e) c |= s.lanes & ~bit;
+    else if (C.warp_exits[w]) c |= exited_at(s.lanes, w, s.epoch) & ~bit;
+    if (!c) return -1;
+    const int l = __builtin_ctzll(c);
+    return l == 32 ? C.threads + w : 32 * w + l;
+}
+
+void record(Summary& s, int who, int w, uint64_t bit, uint32_t e) {
+    if (s.gen != C.gen) {
+        s = Summary{C.gen, e, bit, 0, uint16_t(who), NOBODY, uint8_t(w), {0, 0, 0}};
+    } else if (s.warp0 == w) {
+        if (s.epoch == e) {
+            s.lanes |= bit;
+        } else {                      // a __syncwarp since: keep only the lanes it left out
+            if (C.warp_exits[w]) s.exited |= exited_at(s.lanes, w, s.epoch);
+            s.epoch = e;
+            s.lanes = bit;
+        }
+    } else if (s.other == NOBODY) {
+        s.other = uint16_t(who);
+    }
+}
+
+void report(size_t byte, size_t start, size_t size, int earlier, int earlier_kind, int later,
+            int later_kind, uint32_t e) {
+    for (int i = 0; i < C.count; ++i) {
+        const Race& r = C.races[i];
+        if (r.earlier == earlier && r.later == later && r.earlier_kind == earlier_kind &&
+            r.later_kind == later_kind)
+            return;                   // this pair is reported already (at a lower byte)
+    }
+    const bool exited = earlier < C.threads && C.exit_epoch[earlier] < e;
+    C.races[C.count++] = Race{byte, start, size, earlier, later, earlier_kind, later_kind,
+                              {C.block[0], C.block[1], C.block[2]}, C.syncthreads, e, exited};
+    if (C.count == MAX_RACES) C.full = true;
+}
+
+// Check, then record, every byte of an access of `len` bytes at `p` by the running thread.
+inline void access(const volatile void* p, size_t len, int kind) {
+    const uintptr_t off = uintptr_t(p) - C.base;
+    if (off >= C.size || C.cur < 0 || C.full) return;
+    if (len > C.size - off) len = C.size - off;
+    if (C.mode == ATOMICS) kind = ATOMIC;
+    const int w = C.cur / 32;
+    const bool wmma = C.mode == WMMA;
+    const int who = wmma ? C.threads + w : C.cur;
+    const uint64_t bit = wmma ? WARP_BIT : uint64_t(1) << (C.cur % 32);
+    const uint32_t e = C.warp_epoch[w];
+    bool reported = false;
+    Summary* s = C.shadow + 3 * off;
+    for (size_t i = 0; i < len; ++i, s += 3) {
+        for (int k = 0; k < 3 && !reported; ++k) {
+            if (s[k].gen != C.gen || (k == READ && kind == READ) ||
+                (k == ATOMIC && kind == ATOMIC))
+                continue;
+            const int other = unordered(s[k], w, bit, e);
+            if (other >= 0) {
+                report(off + i, off, len, other, k, who, kind, e);
+                reported = true;
+            }
+        }
+        record(s[kind], who, w, bit, e);
+    }
+}
+
+int describe(char* out, size_t len, int who) {
+    if (who >= C.threads)
+        return std::snprintf(out, len, "a WMMA operation of warp %d", who - C.threads);
+    const unsigned i = unsigned(who), x = i % C.dim[0], y = (i / C.dim[0]) % C.dim[1],
+                   z = i / (C.dim[0] * C.dim[1]);
+    return std::snprintf(out, len, "thread (%u,%u,%u)", x, y, z);
+}
+
+}  // namespace
+
+extern "C" {
+
+void ioattn_race_launch(const unsigned* block, void* shared, size_t bytes) {
+    if (3 * bytes > C.capacity) {
+        std::free(C.shadow);
+        C.shadow = static_cast<Summary*>(std::calloc(3 * bytes, sizeof(Summary)));
+        C.capacity = C.shadow ? 3 * bytes : 0;
+    }
+    C.base = uintptr_t(shared);
+    C.size = C.shadow ? bytes : 0;
+    C.threads = int(block[0] * block[1] * block[2]);
+    for (int i = 0; i < 3; ++i) C.dim[i] = block[i];
+    C.cur = -1;
+    C.mode = PLAIN;
+    C.count = 0;
+    C.full = false;
+}
+
+void ioattn_race_block(unsigned x, unsigned y, unsigned z) {
+    next_interval();
+    C.block[0] = x, C.block[1] = y, C.block[2] = z;
+    C.syncthreads = 0;
+    for (int w = 0; w < MAX_WARPS; ++w) C.warp_epoch[w] = C.warp_exits[w] = 0;
+    for (int i = 0; i < MAX_THREADS; ++i) C.exit_epoch[i] = LIVE;
+}
+
+void ioattn_race_current(int thread) { C.cur = thread; }
+
+void ioattn_race_syncthreads() {
+    next_interval();
+    ++C.syncthreads;
+}
+
+void ioattn_race_syncwarp(int warp) { ++C.warp_epoch[warp]; }
+
+void ioattn_race_exit(int thread) {
+    C.exit_epoch[thread] = C.warp_epoch[thread / 32];
+    ++C.warp_exits[thread / 32];
+}
+
+void ioattn_race_mode(int mode) { C.mode = mode; }
+
+int ioattn_race_count() { return C.count; }
+
+void ioattn_race_message(char* out, size_t len) {
+    static const char* const now[] = {"reads", "writes", "updates atomically"};
+    static const char* const before[] = {"read", "wrote", "updated atomically"};
+    size_t at = 0;
+    auto put = [&](int n) { at = n < 0 ? at : (at + size_t(n) < len ? at + size_t(n) : len - 1); };
+    put(std::snprintf(out, len, "%d shared-memory race%s%s", C.count, C.count == 1 ? "" : "s",
+                      C.full ? " (checking stopped there)" : ""));
+    for (int i = 0; i < C.count && at + 1 < len; ++i) {
+        const Race& r = C.races[i];
+        char later[48], earlier[48];
+        describe(later, sizeof later, r.later);
+        describe(earlier, sizeof earlier, r.earlier);
+        put(std::snprintf(out + at, len - at,
+                          "\n  block (%u,%u,%u): %s %s byte %zu of shared memory (%zu-byte access "
+                          "at bytes %zu..%zu, entry %zu) after %s %s it, and no barrier orders "
+                          "the two: both come after %u __syncthreads of the block",
+                          r.block[0], r.block[1], r.block[2], later, now[r.later_kind], r.byte,
+                          r.size, r.start, r.start + r.size - 1, r.start / r.size, earlier,
+                          before[r.earlier_kind], r.syncthreads));
+        const int w = warp_of(r.later), v = warp_of(r.earlier);
+        if (v != w)
+            put(std::snprintf(out + at, len - at, ", in different warps (%d and %d)", v, w));
+        else if (r.exited)
+            put(std::snprintf(out + at, len - at, ", in warp %d, and %s exited before the "
+                              "warp's next __syncwarp", w, earlier));
+        else
+            put(std::snprintf(out + at, len - at, ", in warp %d after %u of its __syncwarp", w,
+                              r.syncwarps));
+    }
+}
+
+// The ThreadSanitizer interface that g++ -fsanitize=thread calls (the instrumented kernel's only
+// undefined __tsan_ symbols must be among these: the build links with -z defs).
+void __tsan_init() {}
+void __tsan_func_entry(void*) {}
+void __tsan_func_exit() {}
+void __tsan_vptr_update(void**, void*) {}
+void __tsan_vptr_read(void**) {}
+void __tsan_read_range(void* p, unsigned long n) { access(p, n, READ); }
+void __tsan_write_range(void* p, unsigned long n) { access(p, n, WRITE); }
+
+#define IOATTN_TSAN_ACCESS(n)                                                                  \
+    void __tsan_read##n(void* p) { access(p, n, READ); }                                       \
+    void __tsan_write##n(void* p) { access(p, n, WRITE); }                                     \
+    void __tsan_unaligned_read##n(void* p) { access(p, n, READ); }                             \
+    void __tsan_unaligned_write##n(void* p) { access(p, n, WRITE); }                           \
+    void __tsan_volatile_read##n(void* p) { access(p, n, READ); }                              \
+    void __tsan_volatile_write##n(void* p) { access(p, n, WRITE); }
+IOATTN_TSAN_ACCESS(1)
+IOATTN_TSAN_ACCESS(2)
+IOATTN_TSAN_ACCESS(4)
+IOATTN_TSAN_ACCESS(8)
+IOATTN_TSAN_ACCESS(16)
+#undef IOATTN_TSAN_ACCESS
+
+// C++ atomics of the kernel's translation unit (a static's guard, say), done for real. On shared
+// memory they are recorded as atomic accesses.
+#define SC __ATOMIC_SEQ_CST
+#define IOATTN_TSAN_ATOMIC(bits, T)                                                            \
+    T __tsan_atomic##bits##_load(const volatile T* a, int) {                                   \
+        access(a, sizeof(T), ATOMIC);                                                          \
+        return __atomic_load_n(a, SC);                                                         \
+    }                                                                                          \
+    void __tsan_atomic##bits##_store(volatile T* a, T v, int) {                                \
+        access(a, sizeof(T), ATOMIC);                                                          \
+        __atomic_store_n(a, v, SC);                                                            \
+    }                                                                                          \
+    T __tsan_atomic##bits##_exchange(volatile T* a, T v, int) {                                \
+        access(a, sizeof(T), ATOMIC);                                                          \
+        return __atomic_exchange_n(a, v, SC);                                                  \
+    }                                                                                          \
+    T __tsan_atomic##bits##_fetch_add(volatile T* a, T v, int) {                               \
+        access(a, sizeof(T), ATOMIC);                                                          \
+        return __atomic_fetch_add(a, v, SC);                                                   \
+    }                                                                                          \
+    T __tsan_atomic##bits##_fetch_sub(volatile T* a, T v, int) {                               \
+        access(a, sizeof(T), ATOMIC);                                                          \
+        return __atomic_fetch_sub(a, v, SC);                                                   \
+    }                                                                                          \
+    T __tsan_atomic##bits##_fetch_and(volatile T* a, T v, int) {                               \
+        access(a, sizeof(T), ATOMIC);                                                          \
+        return __atomic_fetch_and(a, v, SC);                                                   \
+    }                                                                                          \
+    T __tsan_atomic##bits##_fetch_or(volatile T* a, T v, int) {                                \
+        access(a, sizeof(T), ATOMIC);                                                          \
+        return __atomic_fetch_or(a, v, SC);                                                    \
+    }                                                                                          \
+    T __tsan_atomic##bits##_fetch_xor(volatile T* a, T v, int) {                               \
+        access(a, sizeof(T), ATOMIC);                                                          \
+        return __atomic_fetch_xor(a, v, SC);                                                   \
+    }                                                                                          \
+    T __tsan_atomic##bits##_fetch_nand(volatile T* a, T v, int) {                              \
+        access(a, sizeof(T), ATOMIC);                                                          \
+        return __atomic_fetch_nand(a, v, SC);                                                  \
+    }                                                                                          \
+    int __tsan_atomic##bits##_compare_exchange_strong(volatile T* a, T* c, T v, int, int) {    \
+        access(a, sizeof(T), ATOMIC);                                                          \
+        return __atomic_compare_exchange_n(a, c, v, false, SC, SC);                            \
+    }                                                                                          \
+    int __tsan_atomic##bits##_compare_exchange_weak(volatile T* a, T* c, T v, int, int) {      \
+        access(a, sizeof(T), ATOMIC);                                                          \
+        return __atomic_compare_exchange_n(a, c, v, false, SC, SC);                            \
+    }                                                                                          \
+    T __tsan_atomic##bits##_compare_exchange_val(volatile T* a, T c, T v, int, int) {          \
+        access(a, sizeof(T), ATOMIC);                                                          \
+        __atomic_compare_exchange_n(a, &c, v, false, SC, SC);                                  \
+        return c;                                                                              \
+    }
+IOATTN_TSAN_ATOMIC(8, char)
+IOATTN_TSAN_ATOMIC(16, short)
+IOATTN_TSAN_ATOMIC(32, int)
+IOATTN_TSAN_ATOMIC(64, long)
+#undef IOATTN_TSAN_ATOMIC
+#undef SC
+void __tsan_atomic_thread_fence(int) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+void __tsan_atomic_signal_fence(int) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
+
+}  // extern "C"
+#endif

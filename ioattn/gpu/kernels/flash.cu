@@ -91,6 +91,7 @@ extern "C" __global__ void flash_fwd_f32(
                 sum += p;
             }
             sum = warp_sum(sum);
+            __syncwarp();                // every lane has read m_i[a] (shuffles order no memory)
             if (lane == 0) {
                 const float al = empty ? 1.0f : expf(m_i[a] - mx);
                 alpha[a] = al;
