@@ -22,8 +22,8 @@ overlaps its loads and its arithmetic perfectly still needs
 the *roofline* of Williams, Waterman and Patterson [WWP09]_; ``flops / T`` is the attainable
 throughput. These are bounds computed from counts and datasheet figures
 (:data:`ioattn.gpus.GPUS`), not measurements. The compute term bounds every run. The memory term
-assumes that every counted entry crosses the memory interface: the L2 cache (4 MB on a T4, 40 to
-50 MB on the others) can serve a re-read without it, so a real kernel can beat the memory term.
+assumes that every counted entry crosses the memory interface: the GPU's L2 cache can serve a
+re-read without it, so a real kernel can beat the memory term.
 Launch overheads, occupancy, the L2 cache and partial sectors are not in the model.
 
 >>> p = predict("flash", 4096, 128, gpu="H100", dtype="float32", heads=16)
@@ -49,8 +49,8 @@ from .algorithms import get
 from .algorithms.base import Plan
 from .gpus import GPUS
 
-__all__ = ["BYTES", "Prediction", "attention_flops", "traffic_bytes", "predict", "curve",
-           "kernel_names"]
+__all__ = ["BYTES", "Prediction", "attention_flops", "traffic_bytes", "terms", "predict",
+           "curve", "kernel_names"]
 
 #: Bytes per entry of each storage precision.
 BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
@@ -137,6 +137,20 @@ def _gpu(gpu: str):
     return GPUS[gpu]
 
 
+def terms(nbytes: int, flops: int, *, gpu: str, dtype: str) -> tuple[float, float]:
+    """The roofline's two terms in seconds, ``(nbytes / bandwidth, flops / peak)``, with the
+    bandwidth and the dense ``dtype`` peak of ``gpu``; the least time is the larger.
+
+    >>> terms(3_350 * 10**9, 0, gpu="H100", dtype="bfloat16")        # one second of HBM3
+    (1.0, 0.0)
+    """
+    spec = _gpu(gpu)
+    if dtype not in spec.peak:
+        raise ValueError(f"the {gpu} has no {dtype} peak in its datasheet "
+                         f"(it has {', '.join(spec.peak)})")
+    return nbytes / spec.bandwidth, flops / spec.peak[dtype]
+
+
 def predict(name: str, N: int, d: int, M: int | None = None, *, gpu: str,
             dtype: str = "float32", heads: int = 1, backward: bool = False,
             **options) -> Prediction:
@@ -175,9 +189,7 @@ def predict(name: str, N: int, d: int, M: int | None = None, *, gpu: str,
     _check_dtype(name, dtype)
     if backward and (name != "flash" or dtype != "float32"):
         raise ValueError("the backward kernel is flash's, in float32")
-    if dtype not in spec.peak:
-        raise ValueError(f"the {gpu} has no {dtype} peak in its datasheet "
-                         f"(it has {', '.join(spec.peak)})")
+    terms(0, 0, gpu=gpu, dtype=dtype)                 # a GPU with a peak for dtype
     if not isinstance(heads, int) or isinstance(heads, bool) or heads < 1:
         raise ValueError(f"heads must be a positive int, got {heads!r}")
     plan = gpu_plan(name, N, d, M=M, dtype=dtype, budget=spec.shared_per_block,
@@ -187,7 +199,7 @@ def predict(name: str, N: int, d: int, M: int | None = None, *, gpu: str,
     nbytes = traffic_bytes(name, dtype, reads, writes)
     flops = attention_flops(N, d, heads, backward=backward)
     return Prediction(gpu, name, dtype, backward, plan, heads, reads, writes, nbytes, flops,
-                      nbytes / spec.bandwidth, flops / spec.peak[dtype])
+                      *terms(nbytes, flops, gpu=gpu, dtype=dtype))
 
 
 def curve(name: str, N: int, d: int, Ms, *, gpu: str, **options) -> list[Prediction | None]:

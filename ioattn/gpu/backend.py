@@ -14,7 +14,7 @@ from functools import lru_cache
 import numpy as np
 
 from .device import require_gpu
-from .nvrtc import compile_module
+from .nvrtc import compile_module, options
 from .sources import source
 
 #: Shared memory per block (bytes) the emulator offers: the opt-in maximum of an H100 or H200.
@@ -54,10 +54,6 @@ class Backend:
 
     def _module(self, file, count_io):  # pragma: no cover - overridden
         raise NotImplementedError
-
-
-def _options(count_io: bool) -> tuple[str, ...]:
-    return ("-std=c++17",) + (("-DIOATTN_COUNT_IO",) if count_io else ())
 
 
 class CudaBackend(Backend):
@@ -111,7 +107,7 @@ class EmulatorBackend(Backend):
     def _module(self, file, count_io):
         from .emulator import RawModule
 
-        return RawModule(code=source(file), options=_options(count_io),
+        return RawModule(code=source(file), options=options(count_io),
                          race_check=True if self.race_check else None)
 
 

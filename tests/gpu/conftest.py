@@ -1,6 +1,8 @@
 """GPU tests: ``@pytest.mark.gpu`` ones need a CUDA GPU and are reported as skipped without one;
 the rest run the same kernel sources on the CPU emulator, or compile them with nvcc."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -72,3 +74,18 @@ def check_dense(rng, name, shape, *, M=None, save_lse=False, scale=None, backend
     assert (r.io.reads, r.io.writes) == (heads * cost.reads, heads * cost.writes)
     assert r.io.peak == p.footprint
     return r
+
+
+@pytest.fixture(scope="session")
+def nvcc():
+    """The nvcc the compile tests use: a failure naming the fix when there is none, or a skip
+    (reported as such) with IOATTN_SKIP_NVCC=1."""
+    from ioattn.gpu.sources import find_nvcc
+
+    found = find_nvcc()
+    if found is None:
+        if os.environ.get("IOATTN_SKIP_NVCC") == "1":
+            pytest.skip("no nvcc, and IOATTN_SKIP_NVCC=1")
+        pytest.fail("nvcc is needed to compile the kernels (install the CUDA toolkit, or set "
+                    "IOATTN_SKIP_NVCC=1 to skip these tests, which are then reported as skipped)")
+    return found

@@ -29,7 +29,7 @@ import pytest
 import ioattn.gpu as gpu
 import ioattn.gpu.sources as sources
 from ioattn.gpu import KernelCompileError, nvrtc
-from ioattn.gpu.sources import ARCHS, files, find_nvcc, kernel_names
+from ioattn.gpu.sources import ARCHS, files, kernel_names
 
 
 @pytest.fixture(scope="module")
@@ -150,17 +150,6 @@ SYNTAX_ERROR = 'extern "C" __global__ void f(float* x) { x[0] = y; }\n'
 #: NVRTC has no C library headers; nvcc has the host's.
 NEEDS_NVCC = ('#include <cstdio>\n'
               'extern "C" __global__ void f(float* x) { printf("%f\\n", x[0]); }\n')
-
-
-@pytest.fixture
-def nvcc():
-    found = find_nvcc()
-    if found is None:
-        if os.environ.get("IOATTN_SKIP_NVCC") == "1":
-            pytest.skip("no nvcc, and IOATTN_SKIP_NVCC=1")
-        pytest.fail("nvcc is needed to test the fallback (install the CUDA toolkit, or set "
-                    "IOATTN_SKIP_NVCC=1 to skip these tests, which are then reported as skipped)")
-    return found
 
 
 def test_without_nvcc_a_missing_header_names_the_file_and_the_fix(device, kernel_file,
