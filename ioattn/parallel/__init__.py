@@ -1,0 +1,24 @@
+"""Attention on ``P`` processors: exact communication, lower bounds, and runs on MPI.
+
+- :mod:`~ioattn.parallel.costs`: the model and the exact words, messages, memory and work of
+  ring attention, striped attention, all-to-all head parallelism and the two-dimensional grid
+  scheme (:func:`cost`, :func:`sweep`);
+- :mod:`~ioattn.parallel.bounds`: the memory-independent and memory-dependent lower bounds on
+  the words the busiest processor receives;
+- :mod:`~ioattn.parallel.engine`: the same algorithms as real MPI programs (mpi4py), counting
+  every word where it is sent; :func:`run` launches them with ``mpiexec`` on this machine.
+
+>>> from ioattn import parallel
+>>> ring, grid = parallel.cost("ring", 4096, 64, 16), parallel.cost("grid", 4096, 64, 16)
+>>> grid.max_traffic < ring.max_traffic, grid.max_memory > ring.max_memory
+(True, True)
+>>> ring.max_received >= parallel.bounds.lower_bound(4096, 64, 16, ring.max_memory)
+True
+"""
+
+from . import bounds, layout
+from .costs import ALGORITHMS, BACKWARD, ParallelCost, cost, sweep
+from .launch import MPIUnavailable, ParallelRun, available, run
+
+__all__ = ["ALGORITHMS", "BACKWARD", "MPIUnavailable", "ParallelCost", "ParallelRun",
+           "available", "bounds", "cost", "layout", "run", "sweep"]

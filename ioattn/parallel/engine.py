@@ -1,0 +1,376 @@
+"""The parallel algorithms as MPI programs: each rank holds its rows, every word is counted.
+
+Run by ``mpiexec -n P python -m ioattn.parallel.engine ...`` (:func:`ioattn.parallel.run` does it
+for you). Each function below is what one rank executes, on its own shares, through a
+:class:`~ioattn.parallel.counted.Counted` communicator; the schedules and their exact costs are
+in :mod:`ioattn.parallel.costs`. Locally, each rank attends with the online softmax of
+FlashAttention (running maximum ``m``, running sum ``l``), one block of keys at a time.
+
+Two ways to start it:
+
+- ``python -m ioattn.parallel.engine SPEC.json OUT.json``: the jobs in ``SPEC.json`` (written by
+  :func:`ioattn.parallel.run`), results to ``OUT.json`` (rank 0);
+- ``python -m ioattn.parallel.engine ring --N 4096 --d 64 [--heads H] [--causal] [--backward]
+  [--grid 2x4] [--seed 0]``: one run on random inputs; rank 0 prints the counted words beside the
+  closed form. The same command runs across machines with MPICH's ``mpiexec -n P -hosts a,b``.
+
+Inputs come from a seeded generator (every rank draws the same arrays and keeps its rows) or from
+an ``.npz`` file; the check against :mod:`ioattn.parallel.reference` gathers the outputs to rank 0
+outside the counted communicator: it is verification, not part of the algorithm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+
+import numpy as np
+
+from .costs import LAYOUT, check, cost
+from .counted import Counted
+from .layout import offsets, rows
+from .reference import attention, attention_backward
+
+__all__ = ["ERROR", "all_to_all", "grid", "main", "ring", "ring_backward", "run_job"]
+
+#: How a failing rank marks its error on stderr, for :func:`ioattn.parallel.launch.launch`.
+ERROR = "ioattn-parallel-error:"
+
+
+# -- local arithmetic ------------------------------------------------------------------------
+def _attend(Q, K, V, qrows, krows, causal, scale, O, m, l) -> int:
+    """Fold keys ``K, V`` (``H x c x d``) into the running ``O, m, l`` of queries ``Q`` by the
+    online softmax; returns the score entries computed (those a causal mask keeps)."""
+    H = Q.shape[0]
+    S = np.matmul(Q, K.transpose(0, 2, 1))
+    S *= scale
+    count = S.shape[1] * S.shape[2]
+    if causal:
+        keep = krows[None, :] <= qrows[:, None]
+        count = int(np.count_nonzero(keep))
+        if count == 0:
+            return 0
+        S[:, ~keep] = -np.inf
+    m_new = np.maximum(m, S.max(axis=2))
+    live = np.isfinite(m_new)
+    with np.errstate(invalid="ignore"):
+        alpha = np.exp(np.where(live, m - m_new, -np.inf))
+    P = np.exp(S - np.where(live, m_new, 0.0)[..., None])
+    l *= alpha
+    l += P.sum(axis=2)
+    O *= alpha[..., None]
+    O += np.matmul(P, V)
+    m[...] = m_new
+    return H * count
+
+
+def _finish(O, m, l) -> None:
+    """``O /= l`` and ``m <- L = m + log l`` in place (``L = -inf`` for a row with no keys)."""
+    np.divide(O, l[..., None], out=O, where=l[..., None] > 0)
+    with np.errstate(divide="ignore"):
+        m += np.log(l)
+
+
+# -- the algorithms: what rank p runs ----------------------------------------------------------
+def ring(cc: Counted, Q, KV, rows_of, causal: bool, scale: float):
+    """Ring attention, forward (:mod:`~ioattn.parallel.costs`): ``K_j, V_j`` travel round the
+    ring in one message per step, sent while the held block is used. Returns ``O_p, L_p``."""
+    p, P = cc.rank, cc.size
+    H, n, d = Q.shape
+    O = cc.hold("O", np.zeros((H, n, d)))
+    m = cc.hold("m", np.full((H, n), -np.inf))
+    l = cc.hold("l", np.zeros((H, n)))
+    cur, cur_name = KV, None
+    for s in range(P):
+        j = (p - s) % P
+        handle = None
+        if s < P - 1:
+            nxt_name = f"block {s + 1}"
+            nxt = cc.hold(nxt_name, np.empty((2, H, len(rows_of[(j - 1) % P]), d)))
+            handle = cc.start([((p + 1) % P, cur)], [((p - 1) % P, nxt)])
+        cc.work.append(_attend(Q, cur[0], cur[1], rows_of[p], rows_of[j], causal, scale, O, m, l))
+        if handle is not None:
+            cc.wait(handle)
+        if cur_name is not None:
+            cc.drop(cur_name)
+        if s < P - 1:
+            cur, cur_name = nxt, nxt_name
+    _finish(O, m, l)
+    return O, m
+
+
+def _gradients(Q, blk, dO, L, D, dQ, qrows, krows, causal, scale) -> int:
+    """Add block ``j``'s part to ``dQ`` and to the travelling ``dK_j, dV_j`` (``blk[2:]``)."""
+    K, V, dK, dV = blk
+    S = np.matmul(Q, K.transpose(0, 2, 1))
+    S *= scale
+    count = S.shape[1] * S.shape[2]
+    if causal:
+        keep = krows[None, :] <= qrows[:, None]
+        count = int(np.count_nonzero(keep))
+        if count == 0:
+            return 0
+        S[:, ~keep] = -np.inf
+    S -= L[..., None]
+    Pm = np.exp(S)                                         # P_ij = exp(tau q_i.k_j - L_i)
+    dV += np.matmul(Pm.transpose(0, 2, 1), dO)
+    dS = np.matmul(dO, V.transpose(0, 2, 1))               # dP
+    dS -= D[..., None]
+    dS *= Pm                                               # dS = P o (dP - D)
+    dQ += scale * np.matmul(dS, K)
+    dK += scale * np.matmul(dS.transpose(0, 2, 1), Q)
+    return Q.shape[0] * count
+
+
+def ring_backward(cc: Counted, Q, KV, O, dO, L, rows_of, causal: bool, scale: float):
+    """Ring attention, backward: the block ``(K_j, V_j, dK_j, dV_j)`` travels (one message per
+    step, after it is used), and a last step sends ``dK_j, dV_j`` home. Returns ``dQ, dK, dV``."""
+    p, P = cc.rank, cc.size
+    H, n, d = Q.shape
+    D = cc.hold("D", np.einsum("hnd,hnd->hn", dO, O))
+    dQ = cc.hold("dQ", np.zeros((H, n, d)))
+    blk = cc.hold("block 0", np.zeros((4, H, n, d)))
+    blk[:2] = KV
+    name = "block 0"
+    for s in range(P):
+        j = (p - s) % P
+        cc.work.append(_gradients(Q, blk, dO, L, D, dQ, rows_of[p], rows_of[j], causal, scale))
+        if s < P - 1:
+            nxt = cc.hold(f"block {s + 1}", np.empty((4, H, len(rows_of[(j - 1) % P]), d)))
+            cc.exchange([((p + 1) % P, blk)], [((p - 1) % P, nxt)])
+            cc.drop(name)
+            blk, name = nxt, f"block {s + 1}"
+        elif P > 1:
+            home = cc.hold("dK, dV", np.empty((2, H, n, d)))
+            cc.exchange([((p + 1) % P, blk[2:])], [((p - 1) % P, home)])
+            cc.drop(name)
+            return dQ, home[0], home[1]
+    return dQ, blk[2], blk[3]
+
+
+def all_to_all(cc: Counted, QKV, N: int, rows_of, causal: bool, scale: float):
+    """Head parallelism: ``QKV`` is this rank's ``H x 3 x n_p x d`` share; an all-to-all brings
+    all rows of its heads, it attends locally, a second all-to-all returns the rows of ``O``."""
+    p, P = cc.rank, cc.size
+    H, _, n, d = QKV.shape
+    ho = offsets(H, P)
+    mine = slice(ho[p], ho[p + 1])
+    h = ho[p + 1] - ho[p]
+    peers = [q for q in range(P) if q != p]
+    pieces = {p: QKV[mine]}
+    for q in peers:
+        pieces[q] = cc.hold(f"in {q}", np.empty((h, 3, len(rows_of[q]), d)))
+    cc.exchange([(q, QKV[ho[q]:ho[q + 1]]) for q in peers], [(q, pieces[q]) for q in peers])
+    out, work = {}, 0
+    for q in range(P):
+        out[q] = cc.hold(f"O {q}", np.zeros((h, len(rows_of[q]), d)))
+    m = cc.hold("m", np.full((h, N), -np.inf))
+    l = cc.hold("l", np.zeros((h, N)))
+    for q in range(P):
+        span = slice(rows_of[q][0], rows_of[q][-1] + 1)  # the contiguous layout: views
+        mq, lq = m[:, span], l[:, span]
+        for r in range(P):
+            work += _attend(pieces[q][:, 0], pieces[r][:, 1], pieces[r][:, 2], rows_of[q],
+                            rows_of[r], causal, scale, out[q], mq, lq)
+        _finish(out[q], mq, lq)
+    cc.work.append(work)
+    cc.drop("m", "l", *(f"in {q}" for q in peers))
+    O = cc.hold("O", np.empty((H, n, d)))
+    O[mine] = out[p]
+    cc.exchange([(q, out[q]) for q in peers], [(q, O[ho[q]:ho[q + 1]]) for q in peers], tag=1)
+    return O
+
+
+def grid(cc: Counted, Q, KV, rows_of, shape, causal: bool, scale: float):
+    """The two-dimensional scheme on a ``P_r x P_c`` grid, rank ``p = a P_c + b``: gather the
+    query block along grid row ``a`` and the key block along grid column ``b``, attend, then a
+    reduce-scatter along the row merges the partial ``(O, L)`` by log-sum-exp."""
+    p = cc.rank
+    P_r, P_c = shape
+    a, b = divmod(p, P_c)
+    H, n, d = Q.shape
+    row = [a * P_c + c for c in range(P_c)]
+    col = [r * P_c + b for r in range(P_r)]
+    Qs, KVs = {p: Q}, {p: KV}
+    for q in row:
+        if q != p:
+            Qs[q] = cc.hold(f"Q {q}", np.empty((H, len(rows_of[q]), d)))
+    cc.exchange([(q, Q) for q in row if q != p], [(q, Qs[q]) for q in row if q != p], tag=1)
+    for k in col:
+        if k != p:
+            KVs[k] = cc.hold(f"KV {k}", np.empty((2, H, len(rows_of[k]), d)))
+    cc.exchange([(k, KV) for k in col if k != p], [(k, KVs[k]) for k in col if k != p], tag=2)
+    parts, work = {}, 0
+    for q in row:                                  # partial (O, L) of chunk q, L in column d
+        parts[q] = cc.hold(f"part {q}", np.zeros((H, len(rows_of[q]), d + 1)))
+    stats = {q: (cc.hold(f"m {q}", np.full((H, len(rows_of[q])), -np.inf)),
+                 cc.hold(f"l {q}", np.zeros((H, len(rows_of[q]))))) for q in row}
+    for q in row:
+        O_q = parts[q][..., :d]
+        for k in col:
+            work += _attend(Qs[q], KVs[k][0], KVs[k][1], rows_of[q], rows_of[k], causal, scale,
+                            O_q, *stats[q])
+        _finish(O_q, *stats[q])
+        parts[q][..., d] = stats[q][0]
+        cc.drop(f"m {q}", f"l {q}")
+    cc.work.append(work)
+    cc.drop(*(f"Q {q}" for q in row if q != p), *(f"KV {k}" for k in col if k != p))
+    got = {p: parts[p]}
+    for q in row:
+        if q != p:
+            got[q] = cc.hold(f"from {q}", np.empty((H, n, d + 1)))
+    cc.exchange([(q, parts[q]) for q in row if q != p], [(q, got[q]) for q in row if q != p],
+                tag=3)
+    L = np.logaddexp.reduce(np.stack([got[q][..., d] for q in row]), axis=0)
+    O = cc.hold("O", np.zeros((H, n, d)))
+    with np.errstate(invalid="ignore"):
+        for q in row:
+            O += np.nan_to_num(np.exp(got[q][..., d] - L))[..., None] * got[q][..., :d]
+    return O
+
+
+# -- one job, on every rank --------------------------------------------------------------------
+def _inputs(job, comm):
+    """Every rank's full ``Q, K, V`` (and ``dO``): drawn from ``seed`` or loaded from ``inputs``."""
+    if job.get("inputs"):
+        with np.load(job["inputs"]) as f:
+            arrays = {k: f[k] for k in f.files}
+    else:
+        rng = np.random.default_rng(job.get("seed", 0))
+        shape = (job["heads"], job["N"], job["d"])
+        arrays = {k: rng.standard_normal(shape) for k in ("Q", "K", "V", "dO")}
+    return arrays
+
+
+def run_job(job: dict, comm) -> dict | None:
+    """Run one job on every rank of ``comm``; rank 0 returns the counts, the closed form and the
+    error against the reference (and ``outputs`` for :func:`ioattn.parallel.run`)."""
+    name, causal, backward = job["name"], bool(job.get("causal")), bool(job.get("backward"))
+    P, p = comm.Get_size(), comm.Get_rank()
+    N, d, _, H, shape = check(name, job["N"], job["d"], P, job["heads"], backward,
+                              job.get("grid"))
+    scale = job.get("scale") or 1.0 / np.sqrt(d)
+    full = _inputs(job, comm)
+    rows_of = rows(N, P, LAYOUT[name])
+    mine = rows_of[p]
+    cc = Counted(comm)
+
+    def take(x):
+        return np.ascontiguousarray(x[:, mine])
+
+    if name == "all_to_all":
+        QKV = cc.hold("Q, K, V", np.ascontiguousarray(
+            np.stack([full["Q"], full["K"], full["V"]], axis=1)[:, :, mine]))
+        comm.Barrier()
+        out = (all_to_all(cc, QKV, N, rows_of, causal, scale),)
+    else:
+        Q = cc.hold("Q", take(full["Q"]))
+        KV = cc.hold("K, V", np.ascontiguousarray(np.stack([take(full["K"]), take(full["V"])])))
+        if backward:
+            O_full, L_full = attention(full["Q"], full["K"], full["V"], causal=causal, scale=scale)
+            O, dO = cc.hold("O", take(O_full)), cc.hold("dO", take(full["dO"]))
+            L = cc.hold("L", np.ascontiguousarray(L_full[:, mine]))
+            comm.Barrier()
+            out = ring_backward(cc, Q, KV, O, dO, L, rows_of, causal, scale)
+        elif name == "grid":
+            comm.Barrier()
+            out = (grid(cc, Q, KV, rows_of, shape, causal, scale),)
+        else:
+            comm.Barrier()
+            out = ring(cc, Q, KV, rows_of, causal, scale)[:1]
+    # verification, outside the counted communicator
+    counts = comm.gather(cc.totals(), root=0)
+    gathered = comm.gather([np.asarray(x) for x in out], root=0)
+    if p != 0:
+        return None
+    results = []
+    for i in range(len(out)):
+        arr = np.empty_like(full["Q"])
+        for q in range(P):
+            arr[:, rows_of[q]] = gathered[q][i]
+        results.append(arr)
+    if backward:
+        want = attention_backward(full["Q"], full["K"], full["V"], full["dO"], causal=causal,
+                                  scale=scale)
+    else:
+        want = (attention(full["Q"], full["K"], full["V"], causal=causal, scale=scale)[0],)
+    error = max(float(np.max(np.abs(g - w))) for g, w in zip(results, want))
+    closed = cost(name, N, d, P, heads=H, causal=causal, backward=backward, grid=shape)
+    steps = closed.work.shape[1]
+    counted = {k: [c[k] for c in counts] for k in ("sent", "received", "messages", "memory")}
+    counted["work"] = [c["work"] + [0] * (steps - len(c["work"])) for c in counts]
+    return {"id": job.get("id"), "name": name, "N": N, "d": d, "P": P, "heads": H,
+            "causal": causal, "backward": backward, "grid": shape, "counted": counted,
+            "error": error, "outputs": results}
+
+
+def _serve(spec_path: str, out_path: str, comm) -> None:
+    with open(spec_path) as f:
+        jobs = json.load(f)
+    done = []
+    for job in jobs:
+        r = run_job(job, comm)
+        if r is not None:
+            outputs = r.pop("outputs")
+            if job.get("outputs"):
+                np.savez(job["outputs"], *outputs)
+            done.append(r)
+    if comm.Get_rank() == 0:
+        with open(out_path, "w") as f:
+            json.dump(done, f)
+
+
+def _cli(argv, comm) -> None:
+    p = argparse.ArgumentParser(prog="python -m ioattn.parallel.engine",
+                                description="Run one parallel attention algorithm on MPI and "
+                                "print its counted words beside the closed form.")
+    p.add_argument("name", choices=sorted(LAYOUT))
+    p.add_argument("--N", type=int, required=True)
+    p.add_argument("--d", type=int, required=True)
+    p.add_argument("--heads", type=int, default=1)
+    p.add_argument("--causal", action="store_true")
+    p.add_argument("--backward", action="store_true")
+    p.add_argument("--grid", help="P_r x P_c, e.g. 2x4 (grid only)")
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args(argv)
+    grid_ = tuple(int(x) for x in a.grid.lower().split("x")) if a.grid else None
+    r = run_job({"name": a.name, "N": a.N, "d": a.d, "heads": a.heads, "causal": a.causal,
+                 "backward": a.backward, "grid": grid_, "seed": a.seed}, comm)
+    if r is None:
+        return
+    c = cost(a.name, a.N, a.d, comm.Get_size(), heads=a.heads, causal=a.causal,
+             backward=a.backward, grid=grid_)
+    print(f"{a.name} on {r['P']} processes, N={a.N}, d={a.d}, H={a.heads}"
+          f"{', causal' if a.causal else ''}{', backward' if a.backward else ''}")
+    print(f"{'rank':>4} {'sent':>12} {'received':>12} {'messages':>8} {'memory':>12}   "
+          f"closed form equal")
+    for q in range(r["P"]):
+        got = [r["counted"][k][q] for k in ("sent", "received", "messages", "memory")]
+        want = [int(getattr(c, k)[q]) for k in ("sent", "received", "messages", "memory")]
+        print(f"{q:>4} {got[0]:>12,} {got[1]:>12,} {got[2]:>8} {got[3]:>12,}   {got == want}")
+    print(f"largest difference from the single-process reference: {r['error']:.2e}")
+
+
+def main(argv=None) -> None:
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        if argv and argv[0].endswith(".json"):
+            _serve(argv[0], argv[1], comm)
+        else:
+            _cli(argv, comm)
+    except SystemExit:
+        raise
+    except BaseException as exc:
+        sys.stderr.write(traceback.format_exc())
+        sys.stderr.write(f"{ERROR} rank {comm.Get_rank()}: {type(exc).__name__}: {exc}\n")
+        sys.stderr.flush()
+        comm.Abort(1)
+
+
+if __name__ == "__main__":
+    main()

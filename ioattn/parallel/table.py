@@ -1,0 +1,185 @@
+"""The algorithms of :mod:`ioattn.parallel` side by side, against the number of processors ``P``.
+
+For each ``P`` and each algorithm of :data:`~ioattn.parallel.costs.ALGORITHMS`, the exact counts
+of :func:`~ioattn.parallel.costs.cost` for the busiest processor (its traffic, the words it
+receives, the messages it sends, the words it holds at once) beside the lower bound of
+:func:`~ioattn.parallel.bounds.lower_bound` on the words it must receive, with ``S`` the memory
+that algorithm uses, and the ratio of the two. :func:`rows` gives the data (JSON-ready),
+:func:`text` the plain-text table that ``ioattn parallel`` prints; the book and the explorer
+(:func:`ioattn.explorer.static_explorer`) read the same rows.
+
+>>> r = rows(4096, 64, [16], heads=16)
+>>> [x["name"] for x in r if x["fewest"]], r[0]["received"] == cost("ring", 4096, 64, 16,
+...                                                                  heads=16).max_received
+(['all_to_all'], True)
+"""
+
+from __future__ import annotations
+
+import math
+
+from .._validate import as_count
+from .bounds import lower_bound
+from .costs import ALGORITHMS, BACKWARD, cost
+
+__all__ = ["TITLES", "data", "fewest", "rows", "text", "why_not"]
+
+#: The algorithms' names in prose (the readouts of the explorer use them).
+TITLES = {"ring": "ring attention", "striped": "striped attention", "all_to_all": "all-to-all",
+          "grid": "the 2D grid"}
+
+
+def why_not(name: str, N: int, P: int, heads: int = 1, backward: bool = False) -> str | None:
+    """Why ``name`` does not apply at ``(N, P, heads, backward)`` in a few words, or None when
+    it does (the conditions :func:`~ioattn.parallel.costs.check` enforces).
+
+    >>> why_not("all_to_all", 4096, 32, heads=16), why_not("grid", 4096, 4, backward=True)
+    ('needs H ≥ P', 'no backward pass')
+    """
+    if name not in ALGORITHMS:
+        raise ValueError(f"unknown parallel algorithm {name!r}; known: {', '.join(ALGORITHMS)}")
+    if N < P:
+        return "needs N ≥ P"
+    if backward and name not in BACKWARD:
+        return "no backward pass"
+    if name == "all_to_all" and heads < P:
+        return "needs H ≥ P"
+    return None
+
+
+def fewest(costs: dict) -> list[str]:
+    """The names whose busiest processor has the least traffic (``max_traffic``), in the order
+    of ``costs``; ``costs`` maps a name to a :class:`~ioattn.parallel.costs.ParallelCost` or
+    None (does not apply). Ties are all named (ring and striped attention always tie)."""
+    got = {n: c.max_traffic for n, c in costs.items() if c is not None}
+    if not got:
+        return []
+    least = min(got.values())
+    return [n for n, t in got.items() if t == least]
+
+
+def rows(N: int, d: int, Ps, *, heads: int = 1, causal: bool = False,
+         backward: bool = False) -> list[dict]:
+    """One row per ``P`` in ``Ps`` and algorithm (in the order of ``ALGORITHMS``).
+
+    Parameters
+    ----------
+    N, d : int
+        Sequence length and head dimension.
+    Ps : sequence of int
+        Processor counts, each at most ``N``.
+    heads : int
+        Heads ``H``.
+    causal, backward : bool
+        As for :func:`~ioattn.parallel.costs.cost`; the bound is the causal one with ``causal``
+        (``Z = N (N + 1) / 2`` scores). The backward pass computes every score too, under the
+        same assumption (A), so the same bound holds for it.
+
+    Returns
+    -------
+    list of dict
+        Each with ``P``, ``name``, ``applies`` and ``why`` (:func:`why_not`); where it applies
+        (else None) the busiest processor's ``traffic`` (``max_traffic``), ``received``
+        (``max_received``), ``messages`` (``max_messages``), ``memory`` (``max_memory``), the
+        ``balance`` of the work, the ``bound`` (:func:`~ioattn.parallel.bounds.lower_bound`
+        with ``S = memory``: the words some processor must receive if none holds more than
+        ``S``) and ``ratio = received / bound`` (None when the bound is 0); ``fewest``: True for
+        the least traffic at that ``P`` (:func:`fewest`).
+
+    Examples
+    --------
+    >>> r = rows(4096, 64, [1, 8])
+    >>> [(x["P"], x["name"], x["traffic"], x["fewest"]) for x in r if x["P"] == 8]
+    ... # doctest: +NORMALIZE_WHITESPACE
+    [(8, 'ring', 917504, False), (8, 'striped', 917504, False),
+     (8, 'all_to_all', None, False), (8, 'grid', 527360, True)]
+    >>> r[0]["traffic"], r[0]["bound"], r[0]["ratio"]     # one processor: nothing to send
+    (0, 0.0, None)
+    """
+    N, d, heads = as_count(N, "N"), as_count(d, "d"), as_count(heads, "heads")
+    Ps = [as_count(P, "P") for P in Ps]
+    for flag, label in ((causal, "causal"), (backward, "backward")):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{label} must be True or False, got {flag!r}")
+    too_many = [P for P in Ps if P > N]
+    if too_many:
+        raise ValueError(f"every processor needs at least one row: P = {too_many[0]} > N = {N}")
+    out = []
+    for P in Ps:
+        costs = {n: None if why_not(n, N, P, heads, backward) else
+                 cost(n, N, d, P, heads=heads, causal=causal, backward=backward)
+                 for n in ALGORITHMS}
+        best = set(fewest(costs))
+        for n, c in costs.items():
+            row = {"P": P, "name": n, "applies": c is not None,
+                   "why": why_not(n, N, P, heads, backward), "traffic": None, "received": None,
+                   "messages": None, "memory": None, "balance": None, "bound": None,
+                   "ratio": None, "fewest": n in best}
+            if c is not None:
+                bound = lower_bound(N, d, P, c.max_memory, heads=heads, causal=causal)
+                row.update(traffic=c.max_traffic, received=c.max_received,
+                           messages=c.max_messages, memory=c.max_memory, balance=c.balance,
+                           bound=bound, ratio=c.max_received / bound if bound > 0 else None)
+            out.append(row)
+    return out
+
+
+def data(N: int, d: int, Ps, *, heads: int = 1, causal: bool = False,
+         backward: bool = False) -> dict:
+    """What ``ioattn parallel --json`` prints: ``N``, ``d``, ``heads``, ``causal``,
+    ``backward``, ``Ps`` and the :func:`rows`."""
+    r = rows(N, d, Ps, heads=heads, causal=causal, backward=backward)
+    return {"N": int(N), "d": int(d), "heads": int(heads), "causal": causal,
+            "backward": backward, "Ps": [int(P) for P in Ps], "rows": r}
+
+
+def text(N: int, d: int, Ps, *, heads: int = 1, causal: bool = False,
+         backward: bool = False, table: list | None = None) -> str:
+    """The plain-text table of :func:`rows` (or of the given ``table`` of them): one line per
+    ``P`` and algorithm, ``*`` after the least traffic at each ``P``, ``—`` where an algorithm
+    does not apply (with the reason). The bound is printed rounded down (the words received
+    are an integer, so that is still a lower bound) and the ratio to two decimals; with
+    ``causal``, a column gives the balance of the work (1 when no processor waits).
+
+    >>> print(text(4096, 64, [2]))   # doctest: +NORMALIZE_WHITESPACE
+    Attention on P processors: N = 4,096, d = 64, H = 1 head, forward pass.
+    Words of the busiest processor; * = the least traffic at that P; bound = lower bound on the
+    words received if no processor holds more than its memory (rounded down).
+        P  algorithm       traffic    received  messages       memory       bound  received/bound
+        2  ring            524,288*    262,144         1      790,528     108,583            2.41
+           striped         524,288*    262,144         1      790,528     108,583            2.41
+           all_to_all            —   does not apply: needs H ≥ P
+           grid            528,384     264,192         2      923,648     108,583            2.43
+    """
+    table = rows(N, d, Ps, heads=heads, causal=causal, backward=backward) \
+        if table is None else table
+    cols = [("traffic", 11), ("received", 11), ("messages", 10), ("memory", 13), ("bound", 12)]
+    if causal:
+        cols.append(("balance", 9))
+    head = f"{'P':>5}  {'algorithm':<12}" + "".join(
+        f"{c:>{w}}" + (" " if c == "traffic" else "") for c, w in cols) + f"{'received/bound':>16}"
+    what = ", ".join(["backward pass" if backward else "forward pass"]
+                     + (["causal mask"] if causal else []))
+    lines = [f"Attention on P processors: N = {N:,}, d = {d}, H = {heads} "
+             f"head{'s' if heads != 1 else ''}, {what}.",
+             "Words of the busiest processor; * = the least traffic at that P; bound = lower "
+             "bound on the",
+             "words received if no processor holds more than its memory (rounded down).",
+             head]
+    last = None
+    for r in table:
+        P = f"{r['P']:>5}" if r["P"] != last else " " * 5
+        last = r["P"]
+        if not r["applies"]:
+            lines.append(f"{P}  {r['name']:<12}{'—':>{cols[0][1]}}   does not apply: {r['why']}")
+            continue
+        cells = []
+        for c, w in cols:
+            v = r[c]
+            if c == "bound":
+                v = math.floor(v)
+            s = format(v, ".2f" if c == "balance" else ",")
+            cells.append(f"{s:>{w}}" + (("*" if r["fewest"] else " ") if c == "traffic" else ""))
+        ratio = "—" if r["ratio"] is None else f"{r['ratio']:.2f}"
+        lines.append(f"{P}  {r['name']:<12}" + "".join(cells) + f"{ratio:>16}")
+    return "\n".join(lines)
