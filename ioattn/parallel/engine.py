@@ -40,19 +40,28 @@ ERROR = "ioattn-parallel-error:"
 
 
 # -- local arithmetic ------------------------------------------------------------------------
-def _attend(Q, K, V, qrows, krows, causal, scale, O, m, l) -> int:
-    """Fold keys ``K, V`` (``H x c x d``) into the running ``O, m, l`` of queries ``Q`` by the
-    online softmax; returns the score entries computed (those a causal mask keeps)."""
-    H = Q.shape[0]
-    S = np.matmul(Q, K.transpose(0, 2, 1))
-    S *= scale
-    count = S.shape[1] * S.shape[2]
+def _scores(Q, K, qrows, krows, causal, scale):
+    """``S = scale Q K^T`` per head, ``-inf`` where a causal mask hides a key, and the number of
+    score entries per head that are not hidden (0: nothing to compute, ``S`` is None)."""
+    count = len(qrows) * len(krows)
     if causal:
         keep = krows[None, :] <= qrows[:, None]
         count = int(np.count_nonzero(keep))
         if count == 0:
-            return 0
+            return None, 0
+    S = np.matmul(Q, K.transpose(0, 2, 1))
+    S *= scale
+    if causal and count < keep.size:
         S[:, ~keep] = -np.inf
+    return S, count
+
+
+def _attend(Q, K, V, qrows, krows, causal, scale, O, m, l) -> int:
+    """Fold keys ``K, V`` (``H x c x d``) into the running ``O, m, l`` of queries ``Q`` by the
+    online softmax; returns the score entries computed (those a causal mask keeps)."""
+    S, count = _scores(Q, K, qrows, krows, causal, scale)
+    if count == 0:
+        return 0
     m_new = np.maximum(m, S.max(axis=2))
     live = np.isfinite(m_new)
     with np.errstate(invalid="ignore"):
@@ -63,7 +72,7 @@ def _attend(Q, K, V, qrows, krows, causal, scale, O, m, l) -> int:
     O *= alpha[..., None]
     O += np.matmul(P, V)
     m[...] = m_new
-    return H * count
+    return Q.shape[0] * count
 
 
 def _finish(O, m, l) -> None:
@@ -104,15 +113,9 @@ def ring(cc: Counted, Q, KV, rows_of, causal: bool, scale: float):
 def _gradients(Q, blk, dO, L, D, dQ, qrows, krows, causal, scale) -> int:
     """Add block ``j``'s part to ``dQ`` and to the travelling ``dK_j, dV_j`` (``blk[2:]``)."""
     K, V, dK, dV = blk
-    S = np.matmul(Q, K.transpose(0, 2, 1))
-    S *= scale
-    count = S.shape[1] * S.shape[2]
-    if causal:
-        keep = krows[None, :] <= qrows[:, None]
-        count = int(np.count_nonzero(keep))
-        if count == 0:
-            return 0
-        S[:, ~keep] = -np.inf
+    S, count = _scores(Q, K, qrows, krows, causal, scale)
+    if count == 0:
+        return 0
     S -= L[..., None]
     Pm = np.exp(S)                                         # P_ij = exp(tau q_i.k_j - L_i)
     dV += np.matmul(Pm.transpose(0, 2, 1), dO)

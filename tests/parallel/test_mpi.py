@@ -124,3 +124,18 @@ def test_missing_mpi_is_a_clear_error(monkeypatch):
 
 def test_backward_is_offered_where_it_exists():
     assert set(BACKWARD) == {"ring", "striped"}
+
+
+def test_the_engine_command_prints_counts_equal_to_the_closed_form():
+    import subprocess
+    import sys
+
+    from ioattn.parallel.launch import mpiexec
+    done = subprocess.run([mpiexec(), "-n", "2", sys.executable, "-m", "ioattn.parallel.engine",
+                           "ring", "--N", "21", "--d", "4", "--heads", "2", "--backward",
+                           "--causal"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "ring on 2 processes, N=21, d=4, H=2, causal, backward"
+    assert [line.split()[-1] for line in lines[2:4]] == ["True", "True"]
+    assert float(lines[-1].split()[-1]) < 1e-10
