@@ -5,6 +5,12 @@ marks the cheapest and the crossover, and with ``--plot FILE`` saves the log-log
 ``--check`` also runs every point on random data through the memory model and confirms that the
 counted I/O equals the closed form (slow for large N; a progress bar shows how far it is).
 
+``ioattn parallel --N 4096 --d 64 --heads 16`` prints the exact words of attention on ``P``
+processors: for each ``P`` (powers of two up to ``--P-max``, or the list ``--P 2,4,8``) and each
+algorithm of :mod:`ioattn.parallel`, the busiest processor's traffic, words received, messages
+and memory, the lower bound on the words it receives and their ratio, the least traffic marked
+(:mod:`ioattn.parallel.table`); ``--causal``, ``--backward``, ``--json``.
+
 ``ioattn assign ASSIGNMENT --student ID`` writes a student's notebook with their own parameters
 (and builds the student version and the autograder from the master notebook); ``ioattn grade
 ASSIGNMENT SUBMISSION`` grades a submitted notebook, or a folder of them, locally, and prints
@@ -15,6 +21,7 @@ guide in the book.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 import numpy as np
@@ -58,6 +65,21 @@ def _option(text: str) -> tuple[str, str, object]:
     return name, key, int(value) if value.isdigit() else value
 
 
+def _processors(text: str) -> list[int]:
+    """``--P 2,4,8``: distinct positive integers, sorted."""
+    parts = [t.strip() for t in text.split(",")]
+    try:
+        Ps = [int(t) for t in parts]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated list of positive integers (e.g. 2,4,8), got {text!r}"
+        ) from None
+    bad = [P for P in Ps if P < 1]
+    if bad:
+        raise argparse.ArgumentTypeError(f"processor counts must be positive, got {bad[0]}")
+    return sorted(set(Ps))
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ioattn", description="The I/O complexity of attention, "
                                 "counted exactly in a two-level memory model.")
@@ -77,6 +99,21 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--check", action="store_true",
                    help="also simulate every point on random data and compare with the closed form")
     sub.add_parser("algorithms", help="list the algorithms")
+    par = sub.add_parser("parallel", help="exact words of attention on P processors, "
+                         "with the lower bound")
+    par.add_argument("--N", type=_positive, required=True, help="sequence length")
+    par.add_argument("--d", type=_positive, required=True, help="head dimension")
+    par.add_argument("--heads", type=_positive, default=1, help="heads H (default 1)")
+    which = par.add_mutually_exclusive_group()
+    which.add_argument("--P", type=_processors, metavar="P1,P2,...",
+                       help="processor counts, comma-separated")
+    which.add_argument("--P-max", type=_positive, default=64,
+                       help="powers of two from 2 to this (default 64)")
+    par.add_argument("--causal", action="store_true", help="the causal mask")
+    par.add_argument("--backward", action="store_true",
+                     help="the backward pass (ring and striped attention)")
+    par.add_argument("--json", action="store_true", help="print the rows as JSON")
+    par.set_defaults(parser=par)
     from .teach.cli import add_commands
 
     add_commands(sub)
@@ -107,8 +144,31 @@ def _check(result, seed: int = 0) -> int:
     return bad
 
 
+def _parallel(args) -> int:
+    from .parallel.table import data, text
+
+    Ps = args.P if args.P is not None else powers_of_two(2, args.P_max)
+    if not Ps:
+        args.parser.error(f"argument --P-max: {args.P_max} is less than 2 (on one processor "
+                          "there is nothing to communicate; --P 1 shows it)")
+    if Ps[-1] > args.N:
+        what = "--P" if args.P is not None else "--P-max"
+        args.parser.error(f"argument {what}: P = {Ps[-1]} is more than N = {args.N}; every "
+                          "processor needs at least one row")
+    table = data(args.N, args.d, Ps, heads=args.heads, causal=args.causal,
+                 backward=args.backward)
+    if args.json:
+        print(json.dumps(table, indent=1, ensure_ascii=False))
+    else:
+        print(text(args.N, args.d, Ps, heads=args.heads, causal=args.causal,
+                   backward=args.backward, table=table["rows"]))
+    return 0
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "parallel":
+        return _parallel(args)
     if args.command in ("assign", "grade"):
         from .teach.cli import run_command
 

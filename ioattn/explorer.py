@@ -18,6 +18,12 @@ Two forms of one picture (exact I/O against ``M``, log-log, with the lower bound
   toggle, a checkbox per algorithm, a "simulate" button that runs the algorithms on random data
   and checks the counts against :func:`ioattn.io_cost`).
 
+Both also show a panel "across P processors": at the same ``N``, ``d``, pass and mask, the
+words the busiest processor moves in each algorithm of :mod:`ioattn.parallel` (``H = 16``
+heads, :data:`PARALLEL_HEADS`) against ``P = 1, 2, 4, ..., 256``, with the lower bound, a
+``P`` slider, and a sentence on the algorithm that moves the fewest words at that ``P``
+(:func:`across`, :func:`parallel_words`, :func:`parallel_readout`, :func:`parallel_panel`).
+
 >>> c = curves(1024, 32, Ms=[64, 1024, 8192])
 >>> c["names"], c["cheapest"]
 (['flash', 'square_tiling', 'standard'], ['square_tiling', 'flash', 'flash'])
@@ -42,9 +48,11 @@ from .plotting import STYLE, TITLES
 from .plotting import label as plot_label
 from .sweep import Sweep, sweep
 
-__all__ = ["DEFAULT_NAMES", "DEFAULT_OPTIONS", "KINDS", "OTHER_COLOUR", "STATIC_HI", "curves",
-           "default_Ms", "flash_from", "m_label", "picture", "picture_title", "ratio_text",
-           "readout", "static_explorer", "words"]
+__all__ = ["DEFAULT_NAMES", "DEFAULT_OPTIONS", "KINDS", "OTHER_COLOUR", "PARALLEL_HEADS",
+           "PARALLEL_PS", "PARALLEL_STYLE", "STATIC_HI", "across", "curves", "default_Ms",
+           "flash_from", "m_label", "parallel_panel", "parallel_picture", "parallel_Ps",
+           "parallel_readout", "parallel_title", "parallel_words", "picture", "picture_title",
+           "ratio_text", "readout", "static_explorer", "words"]
 
 #: The algorithms shown by default.
 DEFAULT_NAMES = ("flash", "square_tiling", "standard")
@@ -332,6 +340,133 @@ def flash_from(data: dict):
     return cs[-1]["M"] if cs and cs[-1]["after"] == "flash" else None
 
 
+# ------------------------------------------------------------------- across P processors
+#: Heads ``H`` of the panel "across P processors": 16, as in the chapter on GPUs (all-to-all
+#: head parallelism needs ``H >= P``).
+PARALLEL_HEADS = 16
+#: The processor counts of the panel: powers of two from 1 to 256.
+PARALLEL_PS = tuple(1 << k for k in range(9))
+
+
+def parallel_Ps(N: int, Ps=PARALLEL_PS) -> list[int]:
+    """The counts of ``Ps`` that ``N`` rows can be shared by (every processor needs a row)."""
+    return [int(P) for P in Ps if P <= N]
+
+
+def across(N: int, d: int, Ps=PARALLEL_PS, *, heads: int = PARALLEL_HEADS,
+           backward: bool = False, causal: bool = False) -> dict:
+    """The data of the panel "across P processors": the busiest processor's words in each
+    algorithm of :mod:`ioattn.parallel` at each ``P``, and the lower bound.
+
+    From :func:`ioattn.parallel.table.rows` (so from :func:`ioattn.parallel.cost`): ``traffic``,
+    ``received`` and ``memory`` (name -> a value per ``P``, None where the algorithm does not
+    apply, with the reason in ``why``) and ``bound``: the memory-independent lower bound on the
+    words the busiest processor receives (:func:`ioattn.parallel.bounds.memory_independent`,
+    causal with ``causal``) rounded down, which is still a lower bound since the words received
+    are an integer. The causal mask changes no word moved (only the work, and the bound).
+
+    >>> c = across(4096, 64, [1, 16])
+    >>> c["traffic"]["all_to_all"], c["bound"]
+    ([0, 1966080], [0, 475928])
+    """
+    from .parallel import bounds as pbounds
+    from .parallel.table import TITLES as PTITLES
+    from .parallel.table import rows as prows
+
+    for flag, label in ((backward, "backward"), (causal, "causal")):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{label} must be True or False, got {flag!r}")
+    table = prows(N, d, Ps, heads=heads, backward=backward)
+    names = list(dict.fromkeys(r["name"] for r in table))
+    Ps = list(dict.fromkeys(r["P"] for r in table))
+    out = {"N": int(N), "d": int(d), "heads": int(heads), "Ps": Ps, "backward": backward,
+           "causal": causal, "names": names, "titles": {n: PTITLES[n] for n in names}}
+    for key in ("traffic", "received", "memory", "why"):
+        out[key] = {n: [r[key] for r in table if r["name"] == n] for n in names}
+    out["bound"] = [math.floor(pbounds.memory_independent(N, d, P, heads=heads, causal=causal))
+                    for P in Ps]
+    return out
+
+
+def _and(items: list) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+#: How :func:`parallel_words` says why algorithms do not apply (one, several).
+_WHY = {"no backward pass": ("has no backward pass here", "have no backward pass here"),
+        "needs H ≥ P": ("needs H ≥ P (H = {H})", "need H ≥ P (H = {H})"),
+        "needs N ≥ P": ("needs N ≥ P", "need N ≥ P")}
+
+
+def parallel_words(c: dict, t: int) -> str:
+    """The sentence of the panel "across P processors" (``c`` from :func:`across`) at
+    ``P = Ps[t]``: the algorithm whose busiest processor moves the fewest words (ties to the
+    least memory, then to the first name; the others that tie are named), how many times fewer
+    than the ring, the memory it holds per processor against the ring's, and how many times the
+    lower bound it receives (exact ratios of the integers, :func:`ratio_text`), then the
+    algorithms that do not apply and why. At ``P = 1`` there is nothing to communicate. The
+    static explorer's script writes the same sentence.
+
+    >>> print(parallel_words(across(4096, 64, [1, 256]), 1))  # doctest: +NORMALIZE_WHITESPACE
+    At P = 256: the 2D grid moves the fewest words, 1,973,760 on the busiest processor, 8.47×
+    less than ring attention; it holds 8.06× the ring's memory per processor (1,060,864 words
+    against 131,584), and receives 7.66× the lower bound on the words received; all-to-all
+    needs H ≥ P (H = 16).
+    """
+    P, T = c["Ps"][t], c["titles"]
+    if P == 1:
+        return "On P = 1 processor there is nothing to communicate: no algorithm moves a word."
+    run = [(c["traffic"][n][t], c["memory"][n][t], i, n) for i, n in enumerate(c["names"])
+           if c["traffic"][n][t] is not None]
+    tb, mb, _, best = min(run)
+    ties = [T[n] for x, _, _, n in sorted(run, key=lambda r: r[2]) if x == tb and n != best]
+    text = f"At P = {P}: {T[best]} moves the fewest words, {_commas(tb)} on the busiest processor"
+    if ties:
+        text += f", as {_and(ties)} {'do' if len(ties) > 1 else 'does'}"
+    ring_t, ring_m = c["traffic"]["ring"][t], c["memory"]["ring"][t]
+    if ring_t != tb:
+        text += f", {ratio_text(ring_t, tb)} less than {T['ring']}"
+    if best == "ring":
+        text += f"; it holds {_commas(mb)} words per processor"
+    else:
+        text += (f"; it holds {ratio_text(mb, ring_m)} the ring's memory per processor "
+                 f"({_commas(mb)} words against {_commas(ring_m)})")
+    if c["bound"][t]:
+        text += (f", and receives {ratio_text(c['received'][best][t], c['bound'][t])} the lower "
+                 "bound on the words received")
+    for why, (one, many) in _WHY.items():
+        out = [T[n] for n in c["names"] if c["why"][n][t] == why]
+        if out:
+            text += f"; {_and(out)} " + (one if len(out) == 1 else many).format(H=c["heads"])
+    return text + "."
+
+
+def parallel_readout(c: dict, t: int) -> str:
+    """The numbers under :func:`parallel_words`: the words the busiest processor moves in each
+    algorithm (``—`` where it does not apply) and the lower bound on the words it receives.
+
+    >>> print(parallel_readout(across(4096, 64, [16]), 0))  # doctest: +NORMALIZE_WHITESPACE
+    N = 4,096, d = 64, H = 16, P = 16: words moved by the busiest processor: ring attention
+    15,728,640; striped attention 15,728,640; all-to-all 1,966,080; the 2D grid 6,316,032;
+    lower bound on the words received 475,928
+    """
+    tags = [x for x, on in (("backward pass", c["backward"]), ("causal mask", c["causal"])) if on]
+    where = f" ({', '.join(tags)})" if tags else ""
+    parts = [c["titles"][n] + " " + ("—" if c["traffic"][n][t] is None
+                                     else _commas(c["traffic"][n][t])) for n in c["names"]]
+    return (f"N = {_commas(c['N'])}, d = {c['d']}, H = {c['heads']}, P = {c['Ps'][t]}{where}: "
+            "words moved by the busiest processor: " + "; ".join(parts)
+            + f"; lower bound on the words received {_commas(c['bound'][t])}")
+
+
+def parallel_title(N: int, d: int, heads: int = PARALLEL_HEADS, backward: bool = False,
+                   causal: bool = False) -> str:
+    """The title of the panel: ``Across P processors: attention, H = 16, N = 4,096, d = 64``
+    (``causal attention``, ``the attention backward pass``, ...)."""
+    what = picture_title(N, backward, causal).split("Exact I/O of ")[1].split(", N = ")[0]
+    return f"Across P processors: {what}, H = {heads}, N = {_commas(N)}, d = {d}"
+
+
 # ---------------------------------------------------------------------------------- static HTML
 _ids = itertools.count()
 
@@ -483,6 +618,151 @@ def _points(data, dom, values) -> str:
                     if t is not None and t > 0)
 
 
+#: The panel "across P processors" (CSS pixels at its natural size, as the main picture).
+_PW, _PH = 400, 240
+_PL, _PR, _PT, _PB = 52, 12, 24, 38
+#: Each algorithm's line in the panel: colour, width, dashes. Ring and striped attention move
+#: the same words, so striped attention is dashed over the ring's wider line.
+PARALLEL_STYLE = {"ring": ("#6a3d9a", 3.5, None), "striped": ("#7cb342", 1.6, "5 4"),
+                  "all_to_all": ("#0f8b8d", 2, None), "grid": ("#c2185b", 2, None)}
+
+
+def _pspan(Ps) -> float:
+    return math.log2(max(Ps)) or 1.0
+
+
+def _ppx(Ps, P) -> float:
+    """The x of ``P`` in the panel (log2 scale; the script uses the same formula)."""
+    return _tenth(_PL + math.log2(P) / _pspan(Ps) * (_PW - _PL - _PR))
+
+
+def _ppy(dom, v) -> float:
+    return _tenth(_PT + (dom[1] - math.log10(v)) / (dom[1] - dom[0]) * (_PH - _PT - _PB))
+
+
+def _pdomain(*cs: dict) -> list[int]:
+    """``[y0, y1]``: the decades around every word count drawn in the panels ``cs`` (the
+    traffic of both passes and the dense bound; the causal bound, much smaller at ``P = 2``,
+    is clipped at the bottom)."""
+    ys = [v for c in cs for n in c["names"] for v in c["traffic"][n] if v]
+    ys += [v for c in cs if not c["causal"] for v in c["bound"] if v]
+    lo, hi = math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))
+    return [lo, hi if hi > lo else lo + 1]
+
+
+def _ppoints(Ps, dom, values) -> str:
+    return " ".join(f"{_ppx(Ps, P)},{_ppy(dom, v)}" for P, v in zip(Ps, values) if v)
+
+
+def _pframe(Ps, dom, k: int, shown: bool) -> str:
+    """The ticks and grid of the panel's y range ``dom`` (the ``k``-th distinct one)."""
+    out = []
+    for e in range(dom[0], dom[1] + 1):
+        y = _ppy(dom, 10 ** e)
+        out.append(f'<line x1="{_PL}" y1="{y}" x2="{_PW - _PR}" y2="{y}" stroke="#eee"/>'
+                   f'<line x1="{_PL - 5}" y1="{y}" x2="{_PL}" y2="{y}" stroke="#333"/>'
+                   f'<text x="{_PL - 7}" y="{_tenth(y + 4)}" text-anchor="end">'
+                   f'10{str(e).translate(_SUP)}</text>')
+    display = "" if shown else ' display="none"'
+    return f'<g class="iop-frame" data-k="{k}"{display}>{"".join(out)}</g>'
+
+
+def _pside(x, text: str) -> tuple:
+    if x + 4 + _CHAR * len(text) > _PW - _PR:
+        return _tenth(x - 4), "end"
+    return _tenth(x + 4), "start"
+
+
+def _panel_svg(c: dict, t: int, dom, frames: str, uid: str) -> str:
+    """The panel "across P processors" of ``c`` (from :func:`across`) at ``Ps[t]``: the busiest
+    processor's words against ``P`` (log-log) for each algorithm, the lower bound dashed, a
+    line at ``Ps[t]`` with a circle on each curve."""
+    Ps, bottom = c["Ps"], _PH - _PB
+    ticks = "".join(
+        f'<line x1="{_ppx(Ps, P)}" y1="{_PT}" x2="{_ppx(Ps, P)}" y2="{bottom}" stroke="#f4f4f4"/>'
+        f'<line x1="{_ppx(Ps, P)}" y1="{bottom}" x2="{_ppx(Ps, P)}" y2="{bottom + 5}" '
+        f'stroke="#333"/><text x="{_ppx(Ps, P)}" y="{bottom + 17}" text-anchor="middle">{P}'
+        '</text>' for P in Ps)
+    lines, marks = [], []
+    P = Ps[t]
+    x = _ppx(Ps, P)
+    for n in c["names"]:
+        colour, width, dash = PARALLEL_STYLE.get(n, (OTHER_COLOUR, 2, None))
+        dashes = f' stroke-dasharray="{dash}"' if dash else ""
+        lines.append(f'<polyline class="iop-curve" data-name="{n}" '
+                     f'points="{_ppoints(Ps, dom, c["traffic"][n])}" fill="none" '
+                     f'stroke="{colour}" stroke-width="{width}"{dashes}/>')
+        v = c["traffic"][n][t]
+        cy = _ppy(dom, v) if v else 0
+        marks.append(f'<circle class="iop-marker" data-name="{n}" cx="{x}" cy="{cy}" '
+                     f'r="{6 if n == "ring" else 4}" fill="{colour}" stroke="#fff" '
+                     f'stroke-width="1.5" visibility="{"visible" if v else "hidden"}"/>')
+    label = f"P = {P}"
+    lx, anchor = _pside(x, label)
+    clip = f"{uid}-pclip"
+    return (
+        f'<svg class="iop-svg" viewBox="0 0 {_PW} {_PH}" width="{_PW}" height="{_PH}" role="img" '
+        'aria-label="words moved by the busiest processor against the number of processors P, '
+        'log-log, for each parallel algorithm, with the lower bound" font-family="sans-serif" '
+        f'font-size="{_FONT}" fill="#222" style="width:100%;max-width:540px;height:auto;'
+        'display:block;background:#fff">'
+        f'<clipPath id="{clip}"><rect x="{_PL}" y="{_PT}" width="{_PW - _PL - _PR}" '
+        f'height="{bottom - _PT}"/></clipPath>{frames}{ticks}'
+        f'<rect x="{_PL}" y="{_PT}" width="{_PW - _PL - _PR}" height="{bottom - _PT}" '
+        'fill="none" stroke="#333"/>'
+        f'<line class="iop-now" x1="{x}" y1="{_PT}" x2="{x}" y2="{bottom}" '
+        f'stroke="{NOW_COLOUR}" stroke-width="2"/>'
+        f'<g clip-path="url(#{clip})"><polyline class="iop-bound" '
+        f'points="{_ppoints(Ps, dom, c["bound"])}" fill="none" stroke="#000" '
+        f'stroke-width="1.2" stroke-dasharray="5 3"/>{"".join(lines)}</g>{"".join(marks)}'
+        f'<text class="iop-now-label" x="{lx}" y="{_PT - 7}" text-anchor="{anchor}" '
+        f'fill="#8a5d00" font-weight="bold" {_HALO}>{label}</text>'
+        f'<text x="{(_PL + _PW - _PR) / 2}" y="{_PH - 4}" text-anchor="middle">processors P'
+        f'</text><text transform="translate(13 {(_PT + bottom) / 2}) rotate(-90)" '
+        'text-anchor="middle">words (busiest processor)</text></svg>')
+
+
+def _plegend(c: dict) -> str:
+    items = []
+    for n in c["names"]:
+        colour, width, dash = PARALLEL_STYLE.get(n, (OTHER_COLOUR, 2, None))
+        dashes = f' stroke-dasharray="{dash}"' if dash else ""
+        text = c["titles"][n] + (" (the ring's words)" if n == "striped" else "")
+        items.append((f'<line x1="1" y1="7" x2="27" y2="7" stroke="{colour}" '
+                      f'stroke-width="{width}"{dashes}/>', text))
+    items += [('<line x1="1" y1="7" x2="27" y2="7" stroke="#000" stroke-dasharray="5 3"/>',
+               "lower bound on the words received, whatever the memory"),
+              (f'<line x1="14" y1="0" x2="14" y2="14" stroke="{NOW_COLOUR}" stroke-width="2"/>',
+               "the P of the slider")]
+    return "".join(
+        '<span style="display:inline-flex;gap:0.35em;align-items:center;margin:0 1em 0.2em 0">'
+        f'{_swatch(svg)}<span>{html.escape(text)}</span></span>' for svg, text in items)
+
+
+def parallel_panel(c: dict, t: int, uid: str = "ioattn-across") -> str:
+    """The panel "across P processors" as HTML (the live explorer shows it): the title, the
+    picture (an inline SVG, as in the static explorer), its legend, :func:`parallel_words` and
+    :func:`parallel_readout` of ``c`` (from :func:`across`) at ``Ps[t]``."""
+    dom = _pdomain(c)
+    frames = _pframe(c["Ps"], dom, 0, True)
+    return (f'<div class="iop-panel" id="{uid}">' + _panel_parts(c, t, dom, frames, uid, "")
+            + "</div>")
+
+
+def _panel_parts(c: dict, t: int, dom, frames: str, uid: str, controls: str) -> str:
+    return (
+        '<div class="iop-title" style="font-family:sans-serif;font-weight:bold;margin:0.2em 0">'
+        f'{html.escape(parallel_title(c["N"], c["d"], c["heads"], c["backward"], c["causal"]))}'
+        f'</div>{_panel_svg(c, t, dom, frames, uid)}'
+        '<div class="iop-legend" style="font-family:sans-serif;font-size:0.85em;'
+        f'margin:0.3em 0 0.5em;line-height:1.4">{_plegend(c)}</div>{controls}'
+        '<div class="iop-readout" aria-live="polite" style="margin-top:0.4em">'
+        '<div class="iop-words" style="font-family:sans-serif;font-size:1em;font-weight:bold">'
+        f'{html.escape(parallel_words(c, t), quote=False)}</div>'
+        '<div class="iop-numbers" style="font-family:monospace;font-size:0.85em;'
+        f'overflow-wrap:anywhere">{html.escape(parallel_readout(c, t), quote=False)}</div></div>')
+
+
 #: The static explorer's cache sizes run to ``STATIC_HI d^2`` by default.
 STATIC_HI = 16
 
@@ -515,6 +795,15 @@ _SCRIPT = """(function () {
     return bs[0].getAttribute("data-value");
   }
   var state = {pass: pressed(passB), mask: pressed(maskB)};
+  /* the panel "across P processors" */
+  var PD = D.par, PW = %(PW)d, PH = %(PH)d, PL = %(PL)d, PR = %(PR)d, PT = %(PT)d, PB = %(PB)d;
+  var sP = q("input.iop-P"), outP = q(".iop-Pvalue"), pTitle = q(".iop-title");
+  var pWords = q(".iop-words"), pNumbers = q(".iop-numbers"), pBound = q("polyline.iop-bound");
+  var pNow = q("line.iop-now"), pNowText = q("text.iop-now-label"), pFrames = qa("g.iop-frame");
+  var pLines = {}, pMarks = {}, pls = qa("polyline.iop-curve"), pms = qa("circle.iop-marker");
+  for (i = 0; i < pls.length; i++) pLines[pls[i].getAttribute("data-name")] = pls[i];
+  for (i = 0; i < pms.length; i++) pMarks[pms[i].getAttribute("data-name")] = pms[i];
+  var PSPAN = Math.log2(PD.Ps[PD.Ps.length - 1]) || 1;
   function commas(n) { return String(n).replace(/\\B(?=(\\d{3})+(?!\\d))/g, ","); }
   function tenth(v) { return Math.round(10 * v) / 10; }
   function px(dom, M) {
@@ -588,6 +877,73 @@ _SCRIPT = """(function () {
       (tags.length ? " (" + tags.join(", ") + ")" : "") + ": cheapest " +
       (run.length ? D.titles[run[0][2]] : "none") + ". " + parts.join("; ");
   }
+  function ppx(P) { return tenth(PL + Math.log2(P) / PSPAN * (PW - PL - PR)); }
+  function ppy(dom, v) {
+    return tenth(PT + (dom[1] - Math.log10(v)) / (dom[1] - dom[0]) * (PH - PT - PB));
+  }
+  function ppoints(dom, values) {
+    var p = [];
+    if (!values) return "";
+    for (var k = 0; k < PD.Ps.length; k++)
+      if (values[k]) p.push(ppx(PD.Ps[k]) + "," + ppy(dom, values[k]));
+    return p.join(" ");
+  }
+  function pval(side, key, n, t) { return side[key][n] ? side[key][n][t] : null; }
+  function and(xs) {
+    return xs.length === 1 ? xs[0] : xs.slice(0, -1).join(", ") + " and " + xs[xs.length - 1];
+  }
+  function pwhy(n, N, P, back) {     /* ioattn.parallel.table.why_not */
+    if (N < P) return "needs N \u2265 P";
+    if (back && PD.backward_names.indexOf(n) < 0) return "no backward pass";
+    if (n === "all_to_all" && PD.heads < P) return "needs H \u2265 P";
+    return null;
+  }
+  var WHY = [["no backward pass", "has no backward pass here", "have no backward pass here"],
+             ["needs H \u2265 P", "needs H \u2265 P (H = " + PD.heads + ")",
+              "need H \u2265 P (H = " + PD.heads + ")"],
+             ["needs N \u2265 P", "needs N \u2265 P", "need N \u2265 P"]];
+  function pwords(side, bound, t, N, back) {     /* ioattn.explorer.parallel_words */
+    var P = PD.Ps[t], T_ = PD.titles, names = PD.names, best = null, tb = 0, mb = 0, j, n, v;
+    if (P === 1)
+      return "On P = 1 processor there is nothing to communicate: no algorithm moves a word.";
+    for (j = 0; j < names.length; j++) {
+      n = names[j]; v = pval(side, "traffic", n, t);
+      if (v === null) continue;
+      var m = pval(side, "memory", n, t);
+      if (best === null || v < tb || (v === tb && m < mb)) { best = n; tb = v; mb = m; }
+    }
+    var ties = [];
+    for (j = 0; j < names.length; j++)
+      if (names[j] !== best && pval(side, "traffic", names[j], t) === tb) ties.push(T_[names[j]]);
+    var text = "At P = " + P + ": " + T_[best] + " moves the fewest words, " + commas(tb) +
+      " on the busiest processor";
+    if (ties.length) text += ", as " + and(ties) + (ties.length > 1 ? " do" : " does");
+    var rt = side.traffic.ring[t], rm = side.memory.ring[t];
+    if (rt !== tb) text += ", " + ratio(rt, tb) + " less than " + T_.ring;
+    if (best === "ring") text += "; it holds " + commas(mb) + " words per processor";
+    else text += "; it holds " + ratio(mb, rm) + " the ring's memory per processor (" +
+      commas(mb) + " words against " + commas(rm) + ")";
+    if (bound[t]) text += ", and receives " + ratio(side.received[best][t], bound[t]) +
+      " the lower bound on the words received";
+    for (var w = 0; w < WHY.length; w++) {
+      var out = [];
+      for (j = 0; j < names.length; j++)
+        if (pwhy(names[j], N, P, back) === WHY[w][0]) out.push(T_[names[j]]);
+      if (out.length) text += "; " + and(out) + " " + (out.length === 1 ? WHY[w][1] : WHY[w][2]);
+    }
+    return text + ".";
+  }
+  function pnumbers(side, bound, t, N, d, tags) {     /* ioattn.explorer.parallel_readout */
+    var parts = [];
+    for (var j = 0; j < PD.names.length; j++) {
+      var n = PD.names[j], v = pval(side, "traffic", n, t);
+      parts.push(PD.titles[n] + " " + (v === null ? "\u2014" : commas(v)));
+    }
+    return "N = " + commas(N) + ", d = " + d + ", H = " + PD.heads + ", P = " + PD.Ps[t] +
+      (tags.length ? " (" + tags.join(", ") + ")" : "") +
+      ": words moved by the busiest processor: " + parts.join("; ") +
+      "; lower bound on the words received " + commas(bound[t]);
+  }
   function clamp(s, n) {
     var v = Math.max(0, Math.min(n - 1, Math.round(+s.value)));
     s.value = String(v);
@@ -600,6 +956,8 @@ _SCRIPT = """(function () {
     var kind = causal ? (back ? "causal_backward" : "causal") : (back ? "backward" : "forward");
     var c = D[kind][i][j], N = D.Ns[i], d = D.ds[j], Ms = D.Ms[j], M = Ms[k];
     sM.max = String(Ms.length - 1);
+    var cp = PD.nd[i][j], side = cp[state.pass], bound = cp.bound[state.mask];
+    var pdom = PD.doms[cp.dom], tp = clamp(sP, PD.Ps.length), P = PD.Ps[tp];
     var key = i + " " + j + " " + kind;
     if (key !== shown) {
       shown = key;
@@ -615,9 +973,16 @@ _SCRIPT = """(function () {
       for (var n in lines) lines[n].setAttribute("points", points(c, Ms, c.totals[n]));
       lower.setAttribute("points", points(c, Ms, c.lower));
       lowerAny.setAttribute("points", points(c, Ms, c.lower_any));
-      title.textContent = "Exact I/O of " + (back ? (causal ? "the causal attention backward pass"
-        : "the attention backward pass") : (causal ? "causal attention" : "attention")) +
-        ", N = " + commas(N) + ", d = " + d;
+      var what = back ? (causal ? "the causal attention backward pass" :
+        "the attention backward pass") : (causal ? "causal attention" : "attention");
+      title.textContent = "Exact I/O of " + what + ", N = " + commas(N) + ", d = " + d;
+      pTitle.textContent = "Across P processors: " + what + ", H = " + PD.heads + ", N = " +
+        commas(N) + ", d = " + d;
+      for (f = 0; f < pFrames.length; f++)
+        pFrames[f].setAttribute("display", +pFrames[f].getAttribute("data-k") === cp.dom ?
+                                "inline" : "none");
+      for (n in pLines) pLines[n].setAttribute("points", ppoints(pdom, side.traffic[n]));
+      pBound.setAttribute("points", ppoints(pdom, bound));
       for (f = 0; f < passB.length; f++)
         passB[f].setAttribute("aria-pressed",
                               String(passB[f].getAttribute("data-value") === state.pass));
@@ -646,8 +1011,25 @@ _SCRIPT = """(function () {
     var tags = (back ? ["backward pass"] : []).concat(causal ? ["causal mask"] : []);
     outWords.textContent = words(c, M, k);
     outNumbers.textContent = numbers(c, N, d, M, k, tags);
+    var xP = ppx(P), pl = "P = " + P, pright = xP + 4 + CHAR * pl.length > PW - PR;
+    pNow.setAttribute("x1", xP); pNow.setAttribute("x2", xP);
+    pNowText.setAttribute("x", tenth(pright ? xP - 4 : xP + 4));
+    pNowText.setAttribute("text-anchor", pright ? "end" : "start");
+    pNowText.textContent = pl;
+    for (q2 = 0; q2 < PD.names.length; q2++) {
+      var pn = PD.names[q2], pv = pval(side, "traffic", pn, tp);
+      if (pv) {
+        pMarks[pn].setAttribute("cx", xP); pMarks[pn].setAttribute("cy", ppy(pdom, pv));
+        pMarks[pn].setAttribute("visibility", "visible");
+      } else {
+        pMarks[pn].setAttribute("visibility", "hidden");
+      }
+    }
+    outP.textContent = pl;
+    pWords.textContent = pwords(side, bound, tp, N, back);
+    pNumbers.textContent = pnumbers(side, bound, tp, N, d, tags);
   }
-  function step(by) { return function () { sM.value = String(+sM.value + by); show(); }; }
+  function step(by, s) { return function () { s.value = String(+s.value + by); show(); }; }
   function choose(bs, what) {
     for (var b = 0; b < bs.length; b++)
       (function (el) {
@@ -660,8 +1042,11 @@ _SCRIPT = """(function () {
   sM.addEventListener("input", show);
   sd.addEventListener("input", show);
   sN.addEventListener("input", show);
-  q("button.ioe-less").addEventListener("click", step(-1));
-  q("button.ioe-more").addEventListener("click", step(1));
+  sP.addEventListener("input", show);
+  q("button.ioe-less").addEventListener("click", step(-1, sM));
+  q("button.ioe-more").addEventListener("click", step(1, sM));
+  q("button.iop-less").addEventListener("click", step(-1, sP));
+  q("button.iop-more").addEventListener("click", step(1, sP));
   choose(passB, "pass");
   choose(maskB, "mask");
   show();
@@ -735,20 +1120,61 @@ def _legend(c: dict, names, options: dict) -> str:
         f'{_swatch(svg)}<span>{html.escape(text)}</span></span>' for svg, text in items)
 
 
-def _four(block) -> dict:
-    """The four pictures (:data:`KINDS`) of one ``(N, d)``, sharing their axes (``dom``)."""
-    N, d, Ms, names, options = block
+def _four(block) -> tuple[dict, dict]:
+    """The four pictures (:data:`KINDS`) of one ``(N, d)``, sharing their axes (``dom``), and
+    the data of its panel "across P processors" (:func:`_across_block`)."""
+    N, d, Ms, names, options, Ps, heads = block
     four = {kind: curves(N, d, Ms, names, options, backward=bk, causal=ck)
             for (bk, ck), kind in KINDS.items()}
     dom = _domain(*four.values())
     for p in four.values():
         p["dom"] = dom
-    return four
+    return four, _across_block(N, d, Ps, heads)
+
+
+def _across_block(N: int, d: int, Ps, heads: int) -> dict:
+    """What the static explorer keeps of the panel of one ``(N, d)``: per pass, the
+    ``traffic``, ``received`` and ``memory`` of :func:`across` (only the algorithms that have
+    that pass); per mask, the ``bound``; and ``dom``, the y range (:func:`_pdomain`)."""
+    from .parallel import bounds as pbounds
+
+    out, cs = {}, []
+    for backward in (False, True):
+        c = across(N, d, Ps, heads=heads, backward=backward)
+        cs.append(c)
+        keep = [n for n in c["names"] if any(v is not None for v in c["traffic"][n])]
+        out["backward" if backward else "forward"] = {
+            key: {n: c[key][n] for n in keep} for key in ("traffic", "received", "memory")}
+    out["bound"] = {"none": cs[0]["bound"], "causal": [
+        math.floor(pbounds.memory_independent(N, d, P, heads=heads, causal=True)) for P in Ps]}
+    out["dom"] = _pdomain(*cs)
+    return out
+
+
+def parallel_picture(payload: dict, kind: str, i: int, j: int) -> dict:
+    """The panel "across P processors" of a static explorer's JSON ``payload`` for ``Ns[i]``,
+    ``ds[j]`` and ``kind`` (a value of :data:`KINDS`), as :func:`across` gives it (what
+    :func:`parallel_words` and :func:`parallel_readout` read)."""
+    from .parallel.table import why_not
+
+    par, block = payload["par"], payload["par"]["nd"][i][j]
+    backward, causal = next(b for b, k in KINDS.items() if k == kind)
+    side = block["backward" if backward else "forward"]
+    N, Ps, names = payload["Ns"][i], par["Ps"], par["names"]
+    none = [None] * len(Ps)
+    c = {"N": N, "d": payload["ds"][j], "heads": par["heads"], "Ps": Ps, "backward": backward,
+         "causal": causal, "names": names, "titles": par["titles"]}
+    for key in ("traffic", "received", "memory"):
+        c[key] = {n: side[key].get(n, none) for n in names}
+    c["why"] = {n: [why_not(n, N, P, par["heads"], backward) for P in Ps] for n in names}
+    c["bound"] = block["bound"]["causal" if causal else "none"]
+    return c
 
 
 def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, Ns=None,
                     d: int | None = None, M: int | None = None, backward: bool = False,
-                    causal: bool = False, names=None, options=None,
+                    causal: bool = False, names=None, options=None, Ps=None,
+                    P: int | None = None, heads: int = PARALLEL_HEADS,
                     workers: int = 1) -> str:
     """A self-contained HTML crossover explorer for a static page, forward and backward.
 
@@ -764,8 +1190,14 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, Ns=None,
     (forward, backward) and "mask" buttons (none: dense attention; causal:
     :func:`ioattn.masks.causal`, the masked algorithms' exact I/O and the sparse lower bound);
     and a readout: :func:`words` (the cheapest and exact ratios) and :func:`readout` (every
-    exact count). Every control is at least 40 px high, for fingers. The SVG is 400 px wide at
-    its natural size and scales down with the page.
+    exact count). Under it, the panel "across P processors": at the same ``N``, ``d``, pass and
+    mask, the words the busiest processor moves in each algorithm of :mod:`ioattn.parallel`
+    (``H = heads`` heads) against ``P`` (log-log, :func:`across`), with the memory-independent
+    lower bound on the words it receives, a range input "P" (with "−" and "+") and the line and
+    circles at its ``P``, and a readout: :func:`parallel_words` (the algorithm that moves the
+    fewest words, its memory against the ring's, its ratio to the bound) and
+    :func:`parallel_readout`. Every control is at least 40 px high, for fingers. Both SVGs are
+    400 px wide at their natural size and scale down with the page.
 
     The exact totals of every ``N`` and ``d``, for both passes and both masks, are computed
     here by :func:`curves` and embedded as JSON in a ``<script type="application/json"
@@ -782,6 +1214,10 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, Ns=None,
     list per ``d`` of what :func:`curves` gives for that picture, reduced to ``totals``,
     ``lower``, ``lower_any``, ``min_M`` and ``dom`` (log10 of the plotted M and I/O ranges,
     the same for the four pictures of one ``N`` and ``d``); :func:`picture` reads one back.
+    ``par`` holds the panel: ``heads``, ``Ps``, ``names``, ``titles``, ``backward_names``
+    (:data:`ioattn.parallel.BACKWARD`), ``doms`` (the distinct y ranges) and ``nd`` (per ``N``,
+    per ``d``, :func:`_across_block`: the exact counts of :func:`ioattn.parallel.cost` and the
+    bounds, integers); :func:`parallel_picture` reads one back.
 
     Parameters
     ----------
@@ -805,6 +1241,13 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, Ns=None,
         Show the causal mask first (dense attention by default).
     names, options
         As for :func:`curves`.
+    Ps : sequence of int, optional
+        The processor counts of the panel; by default those of :data:`PARALLEL_PS` (1, 2, 4,
+        ..., 256) that every ``N`` can share (:func:`parallel_Ps`).
+    P : int, optional
+        The ``P`` shown first: 16 by default (if in ``Ps``, else the largest).
+    heads : int, optional
+        Heads ``H`` in the panel (:data:`PARALLEL_HEADS`, 16).
     workers : int, optional
         Processes that compute the pictures, one ``(N, d)`` at a time, the largest ``d`` (the
         dearest: the exact crossovers cost each ``M`` of the range) first. With 1, the
@@ -830,10 +1273,18 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, Ns=None,
         if not isinstance(flag, bool):
             raise TypeError(f"{label} must be True or False, got {flag!r}")
     i, j = Ns.index(N), ds.index(d)
+    Ps = parallel_Ps(min(Ns)) if Ps is None else sorted({as_count(v, "P") for v in Ps})
+    if Ps[-1] > min(Ns):
+        raise ValueError(f"P = {Ps[-1]} is more than N = {min(Ns)}: every processor needs a row")
+    P = (16 if 16 in Ps else Ps[-1]) if P is None else P
+    if P not in Ps:
+        raise ValueError(f"P = {P} is not one of Ps = {Ps}")
+    tp = Ps.index(P)
     options = DEFAULT_OPTIONS if options is None else options
     full = {kind: [[None] * len(ds) for _ in Ns] for kind in KINDS.values()}
-    blocks = [(nn, dd, default_Ms(dd, hi_factor=STATIC_HI) if Ms is None else Ms, names, options)
-              for nn in Ns for dd in ds]
+    par_nd = [[None] * len(ds) for _ in Ns]
+    blocks = [(nn, dd, default_Ms(dd, hi_factor=STATIC_HI) if Ms is None else Ms, names, options,
+               Ps, heads) for nn in Ns for dd in ds]
     if workers > 1:                     # the sweeps of each (N, d) in separate processes,
         ctx = multiprocessing.get_context("spawn")          # the largest d first
         first = sorted(range(len(blocks)), key=lambda x: -blocks[x][1])
@@ -842,9 +1293,10 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, Ns=None,
         done = [got[x] for x in range(len(blocks))]
     else:
         done = [_four(block) for block in blocks]
-    for (a, b), four in zip(itertools.product(range(len(Ns)), range(len(ds))), done):
+    for (a, b), (four, block) in zip(itertools.product(range(len(Ns)), range(len(ds))), done):
         for kind, p in four.items():
             full[kind][a][b] = p
+        par_nd[a][b] = block
     first = full["forward"][0]
     c = full[KINDS[backward, causal]][i][j]
     names = c["names"]
@@ -855,6 +1307,19 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, Ns=None,
                                                         for p in first]}
     for kind, rows in full.items():
         data[kind] = [[{key: p[key] for key in _KEPT} for p in row] for row in rows]
+    from .parallel import ALGORITHMS as PNAMES
+    from .parallel import BACKWARD as PBACK
+    from .parallel.table import TITLES as PTITLES
+
+    doms = []
+    for row in par_nd:
+        for block in row:
+            if block["dom"] not in doms:
+                doms.append(block["dom"])
+            block["dom"] = doms.index(block["dom"])
+    data["par"] = {"heads": heads, "Ps": Ps, "names": list(PNAMES),
+                   "titles": {n: PTITLES[n] for n in PNAMES}, "backward_names": list(PBACK),
+                   "doms": doms, "nd": par_nd}
     payload = _json_in_html(data)
     uid = f"ioattn-explorer-{hashlib.sha1(payload.encode()).hexdigest()[:10]}-{next(_ids)}"
     dom, bottom = c["dom"], _H - _B
@@ -933,6 +1398,21 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, Ns=None,
                     "causal": "causal attention: query i attends to keys j <= i"})
         + '</div></div>'
     )
+    pc = parallel_picture(data, KINDS[backward, causal], i, j)
+    pdom = doms[par_nd[i][j]["dom"]]
+    pframes = "".join(_pframe(Ps, dm, x, dm == pdom) for x, dm in enumerate(doms))
+    pcontrols = (
+        f'<div style="{row}"><label style="display:contents"><span {name}>P</span>'
+        f'<input type="range" class="iop-P" min="0" max="{len(Ps) - 1}" value="{tp}" step="1" '
+        f'{rng}></label>'
+        f'<button type="button" class="iop-less" aria-label="fewer processors" '
+        f'style="{_TOUCH}">−</button><button type="button" class="iop-more" '
+        f'aria-label="more processors" style="{_TOUCH}">+</button>'
+        f'<span class="iop-Pvalue">P = {P}</span>'
+        f'<span style="color:#666">(H = {heads} heads)</span></div>')
+    panel = _panel_parts(pc, tp, pdom, pframes, uid, pcontrols)
+    script = _SCRIPT % dict(id=uid, W=_W, H=_H, L=_L, R=_R, T=_T, B=_B, CHAR=_CHAR,
+                            PW=_PW, PH=_PH, PL=_PL, PR=_PR, PT=_PT, PB=_PB)
     style = (f'<style>#{uid} button[aria-pressed="true"]{{background:#1f5fbf;color:#fff;'
              'border-color:#1f5fbf}</style>')
     return (
@@ -949,7 +1429,9 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, Ns=None,
         f'font-weight:bold">{html.escape(words(c, k), quote=False)}</div>'
         '<div class="ioe-numbers" style="font-family:monospace;font-size:0.85em;'
         f'overflow-wrap:anywhere">{html.escape(readout(c, k), quote=False)}</div></div>'
+        '<div class="iop-panel" style="margin-top:1em;padding-top:0.5em;'
+        f'border-top:1px solid #ddd">{panel}</div>'
         f'<script type="application/json" class="ioe-data">{payload}</script>'
-        f'<script>{_SCRIPT % dict(id=uid, W=_W, H=_H, L=_L, R=_R, T=_T, B=_B, CHAR=_CHAR)}'
+        f'<script>{script}'
         '</script></div>'
     )

@@ -6,7 +6,8 @@
   forward/backward toggle, a dense/causal mask toggle, a checkbox per algorithm, a readout
   naming the cheapest algorithm, and a "simulate" button that runs the algorithms (or their
   backward passes) through the memory model and checks the counts against
-  :func:`ioattn.io_cost`.
+  :func:`ioattn.io_cost`; under it, a "P" slider and the panel across ``P`` processors
+  (:func:`ioattn.explorer.parallel_panel`).
 - :func:`stepper`: a red-blue pebble game replayed move by move
   (:func:`ioattn.pebble.view.stepper`).
 
@@ -27,10 +28,15 @@ from .explorer import (
     DEFAULT_NAMES,
     DEFAULT_OPTIONS,
     OTHER_COLOUR,
+    PARALLEL_HEADS,
     _causal_cost,
+    _ids,
+    across,
     curves,
     flash_from,
     m_label,
+    parallel_panel,
+    parallel_Ps,
     picture_title,
     words,
 )
@@ -68,7 +74,7 @@ def _simulate(names, N, d, M, options, backward=False, seed=0, causal=False):
 
 def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None, *,
              backward: bool = False, causal: bool = False, options=None, N_sim_max: int = 256,
-             dpi: int = 80):
+             dpi: int = 80, P: int = 16, heads: int = PARALLEL_HEADS):
     """The crossover explorer as an ipywidgets widget, for a notebook with a live kernel.
 
     Sliders for ``N`` (powers of two from 256 to 65536), ``d`` (powers of two from 16 to 256)
@@ -89,6 +95,14 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
     The curves come from :func:`curves` (cached per ``(N, d)``, pass and mask);
     moving ``M`` only moves the markers, and the figure is kept and its lines updated, never
     recreated.
+
+    Under it, a "P" slider (1, 2, 4, ..., 256 processors, those ``N`` can share) and the panel
+    "across P processors" of the static explorer (:func:`ioattn.explorer.parallel_panel`): at
+    the current ``N``, ``d``, pass and mask, the words the busiest processor moves in each
+    algorithm of :mod:`ioattn.parallel` with ``heads`` heads against ``P``, the lower bound,
+    and the sentence of :func:`ioattn.explorer.parallel_words` at the slider's ``P``. It is an
+    inline SVG redrawn only when ``N``, ``d``, the pass, the mask or ``P`` change (from
+    :func:`ioattn.explorer.across`, cached), not when ``M`` moves.
 
     A "simulate" button runs :func:`ioattn.run` (:func:`ioattn.run_backward` for the backward
     pass) on random data at ``(N_sim, d, M)`` with ``N_sim = min(N, N_sim_max)`` (the simulation
@@ -114,20 +128,26 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
         The largest ``N`` the "simulate" button runs.
     dpi : int, optional
         Resolution of the picture.
+    P : int, optional
+        The initial number of processors of the panel (16).
+    heads : int, optional
+        Heads ``H`` in the panel (:data:`ioattn.explorer.PARALLEL_HEADS`, 16).
 
     Returns
     -------
     ipywidgets.VBox
         The widget, with extra attributes: ``update(N=None, d=None, log2_M=None, names=None,
-        backward=None, causal=None)`` (set any of them and redraw once; returns the readout
-        text),
+        backward=None, causal=None, P=None)`` (set any of them and redraw once; returns the
+        readout text),
         ``simulate()`` (what the button does; returns its report), ``controls`` (a dict of the
-        sliders, checkboxes and button, ``"pass"``, the forward/backward toggle, and ``"mask"``,
-        the none/causal toggle),
-        ``readout`` and ``sim_readout`` (``HTML`` widgets), ``image`` (the ``Image``),
+        sliders, checkboxes and button, ``"pass"``, the forward/backward toggle, ``"mask"``,
+        the none/causal toggle, and ``"P"``),
+        ``readout``, ``sim_readout`` and ``panel`` (``HTML`` widgets; ``panel`` is the one
+        across ``P`` processors), ``image`` (the ``Image``),
         ``figure``, ``lines`` and ``markers`` (name -> matplotlib ``Line2D``; the lower bounds
         are ``lines["lower"]`` and ``lines["lower_any"]``) and ``state`` (the current ``N``,
-        ``d``, ``M``, ``backward``, ``causal``, totals, cheapest).
+        ``d``, ``M``, ``backward``, ``causal``, totals, cheapest; ``P`` and ``across``, the
+        panel's data from :func:`ioattn.explorer.across`).
 
     Raises
     ------
@@ -152,7 +172,17 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
     options = DEFAULT_OPTIONS if options is None else options
     Ns = sorted({1 << k for k in range(8, 17)} | {int(N)})
     ds = sorted({1 << k for k in range(4, 9)} | {int(d)})
+    Ps = parallel_Ps(Ns[0])
+    if P not in Ps:
+        raise ValueError(f"P = {P} is not one of {Ps}")
     cache: dict = {}
+    pcache: dict = {}
+    uid = f"ioattn-across-{next(_ids)}"
+
+    def across_for(n_, d_, b_, k_):
+        if (n_, d_, b_, k_) not in pcache:
+            pcache[(n_, d_, b_, k_)] = across(n_, d_, Ps, heads=heads, backward=b_, causal=k_)
+        return pcache[(n_, d_, b_, k_)]
 
     def data_for(n_, d_, b_=False, k_=False):
         if (n_, d_, b_, k_) not in cache:
@@ -188,8 +218,11 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
                                  indent=False) for n in all_names}
     button = widgets.Button(description="simulate", tooltip="run the checked algorithms on "
                             f"random data at N = min(N, {N_sim_max}) and compare with io_cost")
+    sP = widgets.SelectionSlider(options=Ps, value=P, description="P",
+                                 tooltip="processors of the panel across P processors")
     text = widgets.HTML()
     sim_text = widgets.HTML()
+    panel = widgets.HTML()
     image = widgets.Image(format="png")
 
     fig = Figure(figsize=(7.5, 4.6), dpi=dpi, layout="constrained")
@@ -225,6 +258,15 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
     fig.legend(fontsize="small", loc="outside lower center", ncol=2, frameon=False)
     state: dict = {}
     busy = [False]
+
+    def redraw_panel():
+        """The panel across P processors, when N, d, the pass, the mask or P changed."""
+        n_, d_, b_, k_ = sN.value, sd.value, sp.value == "backward", sk.value == "causal"
+        pkey = (n_, d_, b_, k_, sP.value)
+        if state.get("pkey") != pkey:
+            pc = across_for(n_, d_, b_, k_)
+            panel.value = parallel_panel(pc, Ps.index(sP.value), uid)
+            state.update(pkey=pkey, P=sP.value, across=pc)
 
     def redraw():
         n_, d_, b_, k_ = sN.value, sd.value, sp.value == "backward", sk.value == "causal"
@@ -304,6 +346,7 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
             f"{'</b>' if n == best else ''}</td><td style='text-align:right'>"
             + (f"{totals[n]:,}" if totals[n] is not None else "cannot run at this M")
             + "</td></tr>" for n in shown)
+        redraw_panel()                              # nothing when only M moves
         title = TITLES.get(best, best) if best else "none"
         said = words({"Ms": [M], "names": shown, "titles": TITLES,
                       "totals": {n: [totals[n]] for n in shown}, "lower": [lower],
@@ -318,9 +361,10 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
             f"<td style='text-align:right'>{lower:,}</td></tr></table></div>")
         return text.value
 
-    def update(N=None, d=None, log2_M=None, names=None, backward=None, causal=None):
+    def update(N=None, d=None, log2_M=None, names=None, backward=None, causal=None, P=None):
         """Set any of ``N``, ``d``, ``log2_M``, ``names`` (the checked algorithms), ``backward``
-        (the pass), ``causal`` (the mask) and redraw once; returns the readout HTML."""
+        (the pass), ``causal`` (the mask), ``P`` (the panel's processors) and redraw once;
+        returns the readout HTML."""
         busy[0] = True
         try:
             if causal is not None:
@@ -341,12 +385,19 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
             if names is not None:
                 for n in all_names:
                     boxes[n].value = n in names
+            if P is not None:
+                if P not in Ps:
+                    raise ValueError(f"P = {P} is not one of {Ps}")
+                sP.value = P
         finally:
             busy[0] = False
         return redraw()
 
     def on_change(change):
         if busy[0]:
+            return
+        if change["owner"] is sP:                   # only the panel depends on P
+            redraw_panel()
             return
         if change["owner"] is sd:
             busy[0] = True
@@ -382,17 +433,17 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
             "</b></div>")
         return sim_text.value
 
-    for w in (sN, sd, sM, sp, sk, *boxes.values()):
+    for w in (sN, sd, sM, sp, sk, sP, *boxes.values()):
         w.observe(on_change, names="value")
     button.on_click(simulate)
     redraw()
     box = widgets.VBox([
         widgets.HBox([sN, sd]), sM, widgets.HBox([sp, sk]), widgets.HBox(list(boxes.values())),
-        image, text, widgets.HBox([button]), sim_text,
+        image, text, widgets.HBox([button]), sim_text, sP, panel,
     ])
     box.update, box.simulate = update, simulate
     box.controls = {"N": sN, "d": sd, "log2_M": sM, "pass": sp, "mask": sk, "simulate": button,
-                    **boxes}
-    box.readout, box.sim_readout, box.image = text, sim_text, image
+                    "P": sP, **boxes}
+    box.readout, box.sim_readout, box.image, box.panel = text, sim_text, image, panel
     box.figure, box.lines, box.markers, box.state = fig, lines, markers, state
     return box

@@ -3,8 +3,9 @@
 At 390 px wide, in a touch context, the explorer's buttons and sliders are tapped and its two
 readouts must follow: the sentence names the cheapest algorithm and the exact ratios of the
 counts the numbers line shows (:func:`ioattn.explorer.ratio_text`), the pass and mask buttons
-say which is on. The stepper's buttons are tapped and its readout must be the game's, in the
-drawing's labels, with each move's reason. Nothing may be wider than the screen, every control
+say which is on, and the panel across P processors follows its own P slider. The stepper's
+buttons are tapped and its readout must be the game's, in the drawing's labels, with each
+move's reason. Nothing may be wider than the screen, every control
 must be at least 40 px high, and no script may fail. Screenshots go where
 ``tests/test_browser.py`` puts its own.
 """
@@ -16,7 +17,7 @@ import re
 
 import pytest
 
-from ioattn.explorer import ratio_text
+from ioattn.explorer import parallel_picture, parallel_readout, parallel_words, ratio_text
 
 from .test_browser import Visit, browser, shots, site  # noqa: F401  (fixtures)
 
@@ -154,6 +155,59 @@ def test_explorer_by_touch_on_a_phone(site, browser, shots):  # noqa: F811
         assert ex.locator("text.ioe-now-label").text_content() == f"M = {M}"
         assert not _too_wide(page, PHONE["width"]), _too_wide(page, PHONE["width"])
         ex.screenshot(path=str(shots / "explorer-phone.png"))
+        assert not visit.errors, visit.errors
+    finally:
+        visit.close()
+
+
+def test_explorer_across_P_on_a_phone(site, browser, shots):  # noqa: F811
+    """The panel "across P processors": its P slider and − and + buttons, tapped, turn its
+    sentence to what Python writes from the same data (:func:`ioattn.explorer.parallel_words`)
+    at the new P; the pass buttons change it too; nothing gets wider than the phone."""
+    visit = Phone(browser, site + "book/crossover.html")
+    page = visit.page
+    try:
+        ex = page.locator(".ioattn-explorer").first
+        panel = ex.locator(".iop-panel")
+        panel.scroll_into_view_if_needed()
+        data = json.loads(ex.locator("script.ioe-data").text_content())
+        Ps = data["par"]["Ps"]
+        i, j = int(ex.locator("input.ioe-N").input_value()), int(
+            ex.locator("input.ioe-d").input_value())
+        sP, said = panel.locator("input.iop-P"), panel.locator(".iop-words")
+
+        def expect(kind: str):
+            t = int(sP.input_value())
+            c = parallel_picture(data, kind, i, j)
+            assert said.inner_text() == parallel_words(c, t)
+            assert panel.locator(".iop-numbers").inner_text() == parallel_readout(c, t)
+            assert panel.locator(".iop-Pvalue").inner_text() == f"P = {Ps[t]}"
+            return t
+
+        assert not _too_wide(page, PHONE["width"]), _too_wide(page, PHONE["width"])
+        assert not _small_controls(panel), _small_controls(panel)
+        t = expect("forward")
+        first = said.inner_text()
+        panel.locator("button.iop-more").tap()
+        assert expect("forward") == t + 1 and said.inner_text() != first
+        _tap_end(sP, False)
+        assert expect("forward") == 0
+        assert said.inner_text().startswith("On P = 1 processor there is nothing to communicate")
+        assert panel.locator("circle.iop-marker[visibility=visible]").count() == 0
+        _tap_end(sP, True)
+        assert expect("forward") == len(Ps) - 1
+        assert panel.locator("circle.iop-marker[visibility=visible]").count() == 3   # not H < P
+        panel.locator("button.iop-less").tap()
+        assert expect("forward") == len(Ps) - 2
+        ex.locator("button.ioe-pass[data-value=backward]").tap()
+        expect("backward")
+        assert "have no backward pass here" in said.inner_text()
+        assert panel.locator(".iop-title").inner_text().startswith(
+            "Across P processors: the attention backward pass, H = 16")
+        ex.locator("button.ioe-mask[data-value=causal]").tap()
+        expect("causal_backward")
+        assert not _too_wide(page, PHONE["width"]), _too_wide(page, PHONE["width"])
+        panel.screenshot(path=str(shots / "explorer-across-P-phone.png"))
         assert not visit.errors, visit.errors
     finally:
         visit.close()

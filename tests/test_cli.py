@@ -1,5 +1,6 @@
 """The ``ioattn`` command."""
 
+import json
 import subprocess
 import sys
 
@@ -89,6 +90,77 @@ def test_bad_option_value(capsys):
 def test_empty_range(capsys):
     assert main(["sweep", "--N", "8", "--d", "4", "--M-min", "9", "--M-max", "15"]) == 2
     assert "no power of two" in capsys.readouterr().err
+
+
+def _parallel_cells(out: str) -> dict:
+    """(P, algorithm) -> the cells of its line in the table ``ioattn parallel`` prints."""
+    cells, P = {}, None
+    for line in out.splitlines()[4:]:
+        P = int(line[:5]) if line[:5].strip() else P
+        cells[P, line[7:19].strip()] = line[19:].split()
+    return cells
+
+
+def test_parallel_prints_the_costs(capsys):
+    from ioattn.parallel import bounds, cost
+
+    assert main(["parallel", "--N", "4096", "--d", "64", "--heads", "16", "--P", "4,16,64"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Attention on P processors: N = 4,096, d = 64, H = 16 heads, forward")
+    got = _parallel_cells(out)
+    assert len(got) == 12
+    for P in (4, 16, 64):
+        for name in ("ring", "striped", "all_to_all", "grid"):
+            if name == "all_to_all" and P > 16:
+                assert got[P, name] == ["—", "does", "not", "apply:", "needs", "H", "≥", "P"]
+                continue
+            c = cost(name, 4096, 64, P, heads=16)
+            bound = bounds.lower_bound(4096, 64, P, c.max_memory, heads=16)
+            # the least traffic at P is marked: all-to-all up to P = H, then the grid
+            star = "*" if name == ("all_to_all" if P <= 16 else "grid") else ""
+            assert got[P, name] == [f"{c.max_traffic:,}{star}", f"{c.max_received:,}",
+                                    f"{c.max_messages}", f"{c.max_memory:,}",
+                                    f"{int(bound):,}", f"{c.max_received / bound:.2f}"]
+
+
+def test_parallel_powers_of_two_backward_and_causal(capsys):
+    assert main(["parallel", "--N", "512", "--d", "16", "--P-max", "32", "--backward",
+                 "--causal"]) == 0
+    out = capsys.readouterr().out
+    got = _parallel_cells(out)
+    assert sorted({P for P, _ in got}) == [2, 4, 8, 16, 32]
+    assert "backward pass, causal mask." in out and "balance" in out
+    assert out.count("does not apply: no backward pass") == 10          # all_to_all, grid
+
+
+def test_parallel_json_round_trips(capsys):
+    from ioattn.parallel.table import data
+
+    assert main(["parallel", "--N", "1000", "--d", "8", "--heads", "4", "--P", "8,1,3,3",
+                 "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got == data(1000, 8, [1, 3, 8], heads=4)              # sorted, without repeats
+    assert got["Ps"] == [1, 3, 8] and len(got["rows"]) == 12
+    assert [r["name"] for r in got["rows"] if r["P"] == 8 and r["fewest"]] == ["grid"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--P", "2,x"], "argument --P: expected a comma-separated list of positive integers"),
+    (["--P", "2.5"], "argument --P: expected a comma-separated list of positive integers"),
+    (["--P", "0,2"], "argument --P: processor counts must be positive, got 0"),
+    (["--P", ""], "argument --P: expected a comma-separated list"),
+    (["--P", "2,128"], "argument --P: P = 128 is more than N = 64; every processor needs"),
+    (["--P-max", "128"], "argument --P-max: P = 128 is more than N = 64"),
+    (["--P-max", "1"], "argument --P-max: 1 is less than 2"),
+    (["--P", "2", "--P-max", "4"], "argument --P-max: not allowed with argument --P"),
+    (["--heads", "0"], "argument --heads: expected a positive integer, got 0"),
+])
+def test_parallel_bad_arguments(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["parallel", "--N", "64", "--d", "8", *argv])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: ioattn parallel") and message in err
 
 
 def test_python_dash_m():

@@ -15,14 +15,25 @@ from ioattn.bounds import lower_bound, lower_curve
 from ioattn.explorer import (
     DEFAULT_OPTIONS,
     KINDS,
+    PARALLEL_PS,
     STATIC_HI,
+    _ppoints,
+    _ppx,
+    _ppy,
+    _pside,
     _px,
     _side,
     _tenth,
+    across,
     curves,
     default_Ms,
     flash_from,
     m_label,
+    parallel_picture,
+    parallel_Ps,
+    parallel_readout,
+    parallel_title,
+    parallel_words,
     picture,
     picture_title,
     ratio_text,
@@ -115,7 +126,7 @@ def test_static_explorer_html(page):
     assert re.search(r'class="ioe-mask" data-value="none" aria-pressed="true"', page)
     assert 'class="ioe-less"' in page and 'class="ioe-more"' in page
     assert "http://" not in page and "https://" not in page and " src=" not in page
-    assert len(page.encode()) < 80 * 1024
+    assert len(page.encode()) < 96 * 1024
     assert page.count('class="ioe-curve"') == 3 and page.count('class="ioe-marker"') == 3
     assert page.count('class="ioe-lower"') == 1 and 'stroke-dasharray="5 3"' in page
     assert page.count('class="ioe-frame"') == 4 and "d² = 4,096" in page
@@ -145,6 +156,19 @@ def test_static_explorer_html(page):
     unescaped = page.replace("&gt;", ">")
     assert readout(c, k) in unescaped and words(c, k) in unescaped
     assert m_label(c["Ms"][k], 64) in page
+    # the panel across P processors, at P = 16 (H = 16) first
+    assert re.search(r'>P</span><input type="range" class="iop-P" min="0" max="8" value="4"',
+                     page)
+    assert 'class="iop-less"' in page and 'class="iop-more"' in page
+    assert page.count('class="iop-curve"') == 4 and page.count('class="iop-marker"') == 4
+    assert page.count('class="iop-bound"') == 1
+    assert data["par"]["Ps"] == list(PARALLEL_PS) and data["par"]["heads"] == 16
+    pc = parallel_picture(data, "forward", 1, 1)
+    assert parallel_words(pc, 4) in unescaped and parallel_readout(pc, 4) in unescaped
+    assert f">{parallel_title(1024, 64)}</div>" in page
+    assert page.count('class="iop-frame"') == len(data["par"]["doms"])
+    assert page.count('class="iop-frame" data-k') - page.count(
+        'class="iop-frame" data-k="0" display="none"') >= 1
 
 
 @pytest.mark.parametrize("i, j", [(0, 0), (1, 1), (0, 1)])
@@ -172,7 +196,9 @@ def test_static_explorers_are_unique():
     a, b = static_explorer(256, ds=(16,), Ns=(256,)), static_explorer(256, ds=(16,), Ns=(256,))
     ids = re.findall(r'<div class="ioattn-explorer" id="([^"]+)"', a + b)
     assert len(ids) == 2 and ids[0] != ids[1]
-    assert a.count(ids[0]) == 3 and ids[0] not in b      # the div, its style and its script
+    # the div, its style, its script, and the clip path of the panel across P (and its use)
+    assert a.count(ids[0]) == 5 and ids[0] not in b
+    assert f'<clipPath id="{ids[0]}-pclip">' in a and f'clip-path="url(#{ids[0]}-pclip)"' in a
     with pytest.raises(ValueError, match="not one of"):
         static_explorer(256, ds=(16, 32), d=64)
     with pytest.raises(ValueError, match="N = 512 is not one of"):
@@ -298,7 +324,11 @@ const passB = all(/class="ioe-pass" data-value="(\w+)" aria-pressed="(\w+)"/g,
                   ["data-value", "aria-pressed"]);
 const maskB = all(/class="ioe-mask" data-value="(\w+)" aria-pressed="(\w+)"/g,
                   ["data-value", "aria-pressed"]);
-const sM = element(), sd = element(), sN = element();
+const pcurves = all(/class="iop-curve" data-name="([^"]+)"/g, ["data-name"]);
+const pmarkers = all(/class="iop-marker" data-name="([^"]+)"/g, ["data-name"]);
+const pframes = all(/class="iop-frame" data-k="(\d+)"/g, ["data-k"]);
+const sM = element(), sd = element(), sN = element(), sP = element();
+sP.value = page.match(/class="iop-P" min="0" max="\d+" value="(\d+)"/)[1];
 sM.value = page.match(/class="ioe-M" min="0" max="\d+" value="(\d+)"/)[1];
 sd.value = page.match(/class="ioe-d" min="0" max="\d+" value="(\d+)"/)[1];
 sN.value = page.match(/class="ioe-N" min="0" max="\d+" value="(\d+)"/)[1];
@@ -307,9 +337,13 @@ const one = {"script.ioe-data": {textContent: json}, "input.ioe-M": sM, "input.i
   ".ioe-Nvalue": element(), ".ioe-words": element(), ".ioe-numbers": element(),
   "line.ioe-now": element(), "text.ioe-now-label": element(), ".ioe-title": element(),
   "polyline.ioe-lower": element(), "polyline.ioe-lower-any": element(),
-  "button.ioe-less": element(), "button.ioe-more": element()};
+  "button.ioe-less": element(), "button.ioe-more": element(),
+  "input.iop-P": sP, ".iop-Pvalue": element(), ".iop-title": element(), ".iop-words": element(),
+  ".iop-numbers": element(), "polyline.iop-bound": element(), "line.iop-now": element(),
+  "text.iop-now-label": element(), "button.iop-less": element(), "button.iop-more": element()};
 const many = {"g.ioe-frame": frames, "g.ioe-cross": cross, "polyline.ioe-curve": curves,
-  "circle.ioe-marker": markers, "button.ioe-pass": passB, "button.ioe-mask": maskB};
+  "circle.ioe-marker": markers, "button.ioe-pass": passB, "button.ioe-mask": maskB,
+  "g.iop-frame": pframes, "polyline.iop-curve": pcurves, "circle.iop-marker": pmarkers};
 const root = {querySelector: s => one[s], querySelectorAll: s => many[s]};
 global.document = {getElementById: x => (x === id ? root : null)};
 eval(code);
@@ -317,8 +351,10 @@ const seen = [];
 function pressed(bs) { return bs.filter(b => b.attrs["aria-pressed"] === "true")
                                 .map(b => b.attrs["data-value"]); }
 function snap() {
-  const m = {}, c = {};
+  const m = {}, c = {}, pm = {}, pc = {};
   markers.forEach(e => { m[e.attrs["data-name"]] = Object.assign({}, e.attrs); });
+  pmarkers.forEach(e => { pm[e.attrs["data-name"]] = Object.assign({}, e.attrs); });
+  pcurves.forEach(e => { pc[e.attrs["data-name"]] = e.attrs.points; });
   curves.forEach(e => { c[e.attrs["data-name"]] = e.attrs.points; });
   const nl = one["text.ioe-now-label"];
   seen.push({i: +sN.value, j: +sd.value, k: +sM.value, pass: pressed(passB), mask: pressed(maskB),
@@ -332,7 +368,14 @@ function snap() {
     lower_any: one["polyline.ioe-lower-any"].attrs.points,
     frames: frames.map(f => [+f.attrs["data-n"], +f.attrs["data-d"], f.attrs.display]),
     cross: cross.map(f => [+f.attrs["data-n"], +f.attrs["data-d"], f.attrs["data-pass"],
-                           f.attrs["data-mask"], f.attrs.display])});
+                           f.attrs["data-mask"], f.attrs.display]),
+    t: +sP.value, pwords: one[".iop-words"].textContent,
+    pnumbers: one[".iop-numbers"].textContent, ptitle: one[".iop-title"].textContent,
+    P: one[".iop-Pvalue"].textContent, pnow: one["line.iop-now"].attrs.x1,
+    pnowLabel: [one["text.iop-now-label"].textContent, one["text.iop-now-label"].attrs.x,
+                one["text.iop-now-label"].attrs["text-anchor"]],
+    pbound: one["polyline.iop-bound"].attrs.points, pmarkers: pm, pcurves: pc,
+    pframes: pframes.map(f => [+f.attrs["data-k"], f.attrs.display])});
 }
 snap();                                                // the initial show()
 const steps = JSON.parse(process.argv[1]);
@@ -341,8 +384,10 @@ for (const [which, v] of steps) {
     (which === "pass" ? passB : maskB).find(b => b.attrs["data-value"] === v).listeners.click();
   } else if (which === "less" || which === "more") {
     one["button.ioe-" + which].listeners.click();
+  } else if (which === "Pless" || which === "Pmore") {
+    one["button.iop-" + which.slice(1)].listeners.click();
   } else {
-    const s = {M: sM, d: sd, N: sN}[which];
+    const s = {M: sM, d: sd, N: sN, P: sP}[which];
     s.value = String(v); s.listeners.input();
   }
   snap();
@@ -382,6 +427,31 @@ def _check_shot(data, shot):
         assert mark["visibility"] == ("visible" if t is not None else "hidden")
         if t is not None:
             assert (float(mark["cx"]), float(mark["cy"])) == _px(c["dom"], c["Ms"][k], t)
+    _check_panel(data, shot, kind)
+
+
+def _check_panel(data, shot, kind):
+    """The panel across P processors after a step: Python's sentence, numbers and geometry."""
+    pc = parallel_picture(data, kind, shot["i"], shot["j"])
+    t, Ps = shot["t"], pc["Ps"]
+    dom = data["par"]["doms"][data["par"]["nd"][shot["i"]][shot["j"]]["dom"]]
+    assert shot["pwords"] == parallel_words(pc, t)
+    assert shot["pnumbers"] == parallel_readout(pc, t)
+    assert shot["ptitle"] == parallel_title(pc["N"], pc["d"], pc["heads"], pc["backward"],
+                                            pc["causal"])
+    assert shot["P"] == f"P = {Ps[t]}"
+    x = _ppx(Ps, Ps[t])
+    assert float(shot["pnow"]) == x
+    assert shot["pnowLabel"] == [f"P = {Ps[t]}", *map(str, _pside(x, f"P = {Ps[t]}"))]
+    assert shot["pbound"] == _ppoints(Ps, dom, pc["bound"])
+    assert [f[1] for f in shot["pframes"]] == \
+        ["inline" if data["par"]["doms"][f[0]] == dom else "none" for f in shot["pframes"]]
+    for name in pc["names"]:
+        assert shot["pcurves"][name] == _ppoints(Ps, dom, pc["traffic"][name])
+        v, mark = pc["traffic"][name][t], shot["pmarkers"][name]
+        assert mark["visibility"] == ("visible" if v else "hidden")
+        if v:
+            assert (float(mark["cx"]), float(mark["cy"])) == (x, _ppy(dom, v))
 
 
 def _run_node(page, steps):
@@ -706,3 +776,173 @@ def test_static_explorer_in_processes_is_the_same():
     assert _embedded(one) == _embedded(two)
     uid = r"ioattn-explorer-\w+-\d+"
     assert re.sub(uid, "", one) == re.sub(uid, "", two)
+
+
+# ---------------------------------------------------------------------- across P processors
+@pytest.mark.parametrize("kind", list(KINDS.values()))
+def test_static_explorer_panel_is_exact(page, kind):
+    """Every count in the panel's JSON is ioattn.parallel.cost's, every bound the
+    memory-independent bound rounded down; causal or not, the words moved are the same."""
+    from ioattn.parallel import cost
+    from ioattn.parallel.bounds import memory_independent
+
+    data = _embedded(page)
+    Ps = data["par"]["Ps"]
+    assert Ps == parallel_Ps(min(NS)) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    for i, N in enumerate(NS):
+        for j, d in enumerate(DS):
+            pc = parallel_picture(data, kind, i, j)
+            backward, causal = pc["backward"], pc["causal"]
+            assert pc == across(N, d, Ps, heads=16, backward=backward, causal=causal)
+            for t, P in enumerate(Ps):
+                assert pc["bound"][t] == math.floor(memory_independent(N, d, P, heads=16,
+                                                                       causal=causal))
+                for name in pc["names"]:
+                    applies = (name in ("ring", "striped") or not backward) and \
+                        (name != "all_to_all" or P <= 16)
+                    got = (pc["traffic"][name][t], pc["received"][name][t],
+                           pc["memory"][name][t])
+                    if not applies:
+                        assert got == (None, None, None) and pc["why"][name][t]
+                        continue
+                    c = cost(name, N, d, P, heads=16, backward=backward, causal=causal)
+                    assert got == (c.max_traffic, c.max_received, c.max_memory)
+                    assert c.max_received >= pc["bound"][t]        # the bound holds
+
+
+def test_parallel_words_at_several_P():
+    c = across(4096, 64)
+    said = {P: parallel_words(c, t) for t, P in enumerate(c["Ps"])}
+    assert said[1] == ("On P = 1 processor there is nothing to communicate: no algorithm moves "
+                       "a word.")
+    assert said[2] == (
+        "At P = 2: all-to-all moves the fewest words, 8,388,608 on the busiest processor, as "
+        "ring attention and striped attention do; it holds 0.92× the ring's memory per "
+        "processor (11,599,872 words against 12,648,448), and receives 2.96× the lower bound "
+        "on the words received.")
+    assert said[16] == (
+        "At P = 16: all-to-all moves the fewest words, 1,966,080 on the busiest processor, "
+        "8.00× less than ring attention; it holds 0.85× the ring's memory per processor "
+        "(1,794,048 words against 2,105,344), and receives 2.07× the lower bound on the words "
+        "received.")
+    assert said[32] == (
+        "At P = 32: the 2D grid moves the fewest words, 5,271,552 on the busiest processor, "
+        "3.08× less than ring attention; it holds 3.04× the ring's memory per processor "
+        "(3,194,880 words against 1,052,672), and receives 7.56× the lower bound on the words "
+        "received; all-to-all needs H ≥ P (H = 16).")
+    back = across(4096, 64, backward=True, causal=True)
+    assert parallel_words(back, 2) == (
+        "At P = 4: ring attention moves the fewest words, 29,360,128 on the busiest processor, "
+        "as striped attention does; it holds 14,712,832 words per processor, and receives "
+        "25.5× the lower bound on the words received; all-to-all and the 2D grid have no "
+        "backward pass here.")
+    assert parallel_readout(back, 2) == (
+        "N = 4,096, d = 64, H = 16, P = 4 (backward pass, causal mask): words moved by the "
+        "busiest processor: ring attention 29,360,128; striped attention 29,360,128; "
+        "all-to-all —; the 2D grid —; lower bound on the words received "
+        f"{back['bound'][2]:,}")
+    assert parallel_title(4096, 64, 16, True, True) == \
+        "Across P processors: the causal attention backward pass, H = 16, N = 4,096, d = 64"
+
+
+@pytest.mark.parametrize("N, d, heads, backward", [(1024, 32, 16, False), (300, 16, 4, False),
+                                                   (4096, 128, 16, True), (1000, 8, 1, False)])
+def test_parallel_words_name_the_fewest_words(N, d, heads, backward):
+    """At every P the sentence names the algorithm whose busiest processor moves the fewest
+    words (by ioattn.parallel.cost), with the exact ratios of its counts."""
+    from ioattn.parallel import ALGORITHMS, cost
+    from ioattn.parallel.table import TITLES, why_not
+
+    Ps = parallel_Ps(N)
+    c = across(N, d, Ps, heads=heads, backward=backward)
+    for t, P in enumerate(Ps[1:], 1):
+        costs = {n: cost(n, N, d, P, heads=heads, backward=backward) for n in ALGORITHMS
+                 if why_not(n, N, P, heads, backward) is None}
+        least = min(x.max_traffic for x in costs.values())
+        best = min((x.max_memory, ALGORITHMS.index(n), n) for n, x in costs.items()
+                   if x.max_traffic == least)[2]
+        text = parallel_words(c, t)
+        assert text.startswith(f"At P = {P}: {TITLES[best]} moves the fewest words, "
+                               f"{least:,} on the busiest processor"), text
+        ring, b = costs["ring"], costs[best]
+        if ring.max_traffic != least:
+            assert f", {ratio_text(ring.max_traffic, least)} less than ring attention;" in text
+        if best != "ring":
+            assert f"it holds {ratio_text(b.max_memory, ring.max_memory)} the ring's memory" in text
+        assert c["bound"][t] > 0
+        assert f"receives {ratio_text(b.max_received, c['bound'][t])} the lower bound" in text
+        out = [n for n in ALGORITHMS if n not in costs]
+        if backward:
+            assert text.endswith("; all-to-all and the 2D grid have no backward pass here.")
+        elif out:
+            assert out == ["all_to_all"]
+            assert text.endswith(f"; all-to-all needs H ≥ P (H = {heads}).")
+        else:
+            assert text.endswith("the lower bound on the words received.")
+
+
+def test_across_and_static_explorer_refuse_bad_input():
+    with pytest.raises(ValueError, match="P = 512 > N = 256"):
+        across(256, 16, [2, 512])
+    with pytest.raises(TypeError, match="causal must be True or False"):
+        across(256, 16, causal=1)
+    with pytest.raises(ValueError, match="P = 512 is more than N = 256"):
+        static_explorer(256, ds=(16,), Ns=(256,), Ps=(1, 512))
+    with pytest.raises(ValueError, match=r"P = 3 is not one of Ps = \[1, 2, 4\]"):
+        static_explorer(256, ds=(16,), Ns=(256,), Ps=(1, 2, 4), P=3)
+    assert parallel_Ps(100) == [1, 2, 4, 8, 16, 32, 64]
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_static_explorer_P_control(page):
+    """Under node: the P slider and its − and + buttons move the panel's line and circles and
+    change its sentence, in every pass and mask and for every N and d, as Python writes it."""
+    data = _embedded(page)
+    steps = [["P", 0], ["P", 8], ["Pless"], ["Pless"], ["Pmore"], ["P", 99], ["P", 5],
+             ["M", 3]]
+    for p in ("backward", "forward"):
+        for m in ("causal", "none"):
+            steps += [["pass", p], ["mask", m]]
+            for i in range(2):
+                for j in range(2):
+                    steps += [["N", i], ["d", j], ["P", 1], ["P", 4], ["P", 6]]
+    seen = _run_node(page, steps)
+    for shot in seen:
+        _check_shot(data, shot)
+    assert [s["t"] for s in seen[1:8]] == [0, 8, 7, 6, 7, 8, 5]     # clamped at the end
+    assert seen[1]["pwords"].startswith("On P = 1 processor there is nothing to communicate")
+    assert seen[2]["pwords"].startswith("At P = 256: the 2D grid moves the fewest words")
+    assert seen[8]["pwords"] == seen[7]["pwords"] and seen[8]["k"] == 3     # M: panel stays
+    assert len({s["pwords"] for s in seen}) > 20
+
+
+def test_explorer_widget_P_control():
+    pytest.importorskip("ipywidgets")
+    w = explorer(N=4096, d=64, log2_M=12)
+    P = w.controls["P"]
+    assert list(P.options) == list(PARALLEL_PS) and P.value == 16 and w.state["P"] == 16
+    c = across(4096, 64)
+    assert w.state["across"] == c
+    assert html.escape(parallel_words(c, 4), quote=False) in w.panel.value
+    assert html.escape(parallel_readout(c, 4), quote=False) in w.panel.value
+    assert f'class="iop-now" x1="{_ppx(c["Ps"], 16)}"' in w.panel.value
+    image, readout_ = w.image.value, w.readout.value
+    P.value = 64                                    # the slider redraws the panel only
+    assert w.state["P"] == 64 and w.image.value == image and w.readout.value == readout_
+    assert html.escape(parallel_words(c, 6), quote=False) in w.panel.value
+    assert "the 2D grid moves the fewest words" in w.panel.value
+    panel = w.panel.value
+    w.controls["log2_M"].value = 14                 # M does not change the panel
+    assert w.panel.value == panel and w.readout.value != readout_
+    w.update(backward=True, causal=True, P=1)
+    back = across(4096, 64, backward=True, causal=True)
+    assert w.state["across"] == back and w.state["P"] == 1
+    assert "nothing to communicate" in w.panel.value
+    assert parallel_title(4096, 64, 16, True, True) in w.panel.value
+    w.update(P=4, N=1024)
+    assert html.escape(parallel_words(across(1024, 64, backward=True, causal=True), 2),
+                       quote=False) in w.panel.value
+    with pytest.raises(ValueError, match="P = 3 is not one of"):
+        w.update(P=3)
+    with pytest.raises(ValueError, match="P = 3 is not one of"):
+        explorer(P=3)

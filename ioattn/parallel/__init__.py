@@ -6,7 +6,8 @@
 - :mod:`~ioattn.parallel.bounds`: the memory-independent and memory-dependent lower bounds on
   the words the busiest processor receives;
 - :mod:`~ioattn.parallel.engine`: the same algorithms as real MPI programs (mpi4py), counting
-  every word where it is sent; :func:`run` launches them with ``mpiexec`` on this machine.
+  every word where it is sent; :func:`run` launches them with ``mpiexec`` on this machine;
+- :mod:`~ioattn.parallel.table`: the algorithms against ``P`` as a table (``ioattn parallel``).
 
 >>> from ioattn import parallel
 >>> ring, grid = parallel.cost("ring", 4096, 64, 16), parallel.cost("grid", 4096, 64, 16)
@@ -16,9 +17,9 @@
 True
 """
 
-from . import bounds, layout
+from . import bounds, layout, table
 from .costs import ALGORITHMS, BACKWARD, ParallelCost, cost, sweep
 from .launch import MPIUnavailable, ParallelRun, available, run
 
 __all__ = ["ALGORITHMS", "BACKWARD", "MPIUnavailable", "ParallelCost", "ParallelRun",
-           "available", "bounds", "cost", "layout", "run", "sweep"]
+           "available", "bounds", "cost", "layout", "run", "sweep", "table"]

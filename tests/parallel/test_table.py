@@ -1,0 +1,114 @@
+"""The table of the parallel algorithms against P (ioattn.parallel.table)."""
+
+import json
+import math
+
+import pytest
+
+from ioattn.parallel import ALGORITHMS, BACKWARD, bounds, cost
+from ioattn.parallel.table import TITLES, data, fewest, rows, text, why_not
+
+PS = [1, 2, 3, 4, 8, 16, 32]
+
+
+@pytest.mark.parametrize("heads, causal, backward", [(1, False, False), (16, False, False),
+                                                     (16, True, False), (4, False, True),
+                                                     (16, True, True)])
+def test_rows_are_the_costs_and_the_bounds(heads, causal, backward):
+    N, d = 1000, 16
+    table = rows(N, d, PS, heads=heads, causal=causal, backward=backward)
+    assert [(r["P"], r["name"]) for r in table] == [(P, n) for P in PS for n in ALGORITHMS]
+    for r in table:
+        P, n = r["P"], r["name"]
+        applies = (n in BACKWARD or not backward) and (n != "all_to_all" or heads >= P)
+        assert r["applies"] is applies and (r["why"] is None) is applies
+        if not applies:
+            with pytest.raises(ValueError):
+                cost(n, N, d, P, heads=heads, causal=causal, backward=backward)
+            assert all(r[k] is None for k in ("traffic", "received", "messages", "memory",
+                                              "balance", "bound", "ratio"))
+            assert not r["fewest"]
+            continue
+        c = cost(n, N, d, P, heads=heads, causal=causal, backward=backward)
+        assert (r["traffic"], r["received"], r["messages"], r["memory"], r["balance"]) == \
+            (c.max_traffic, c.max_received, c.max_messages, c.max_memory, c.balance)
+        assert r["bound"] == bounds.lower_bound(N, d, P, c.max_memory, heads=heads,
+                                                causal=causal)
+        assert r["received"] >= r["bound"]                       # the bound holds
+        assert r["ratio"] == (c.max_received / r["bound"] if r["bound"] else None)
+    assert {r["traffic"] for r in table if r["P"] == 1 and r["applies"]} == {0}
+
+
+def test_fewest_is_the_least_traffic():
+    table = rows(4096, 64, [1, 2, 4, 8, 16, 64], heads=16)
+    for P in (1, 2, 4, 8, 16, 64):
+        here = [r for r in table if r["P"] == P and r["applies"]]
+        least = min(r["traffic"] for r in here)
+        assert {r["name"] for r in here if r["fewest"]} == \
+            {r["name"] for r in here if r["traffic"] == least}
+    marked = {P: [r["name"] for r in table if r["P"] == P and r["fewest"]] for P in (2, 4, 16, 64)}
+    # at P = 2 the rings and all-to-all tie; then head parallelism wins while H >= P; then the grid
+    assert marked == {2: ["ring", "striped", "all_to_all"], 4: ["all_to_all"],
+                      16: ["all_to_all"], 64: ["grid"]}
+    assert fewest({"ring": None, "grid": None}) == []
+    c = {n: cost(n, 4096, 64, 64) for n in ("ring", "striped", "grid")}
+    assert fewest(c) == ["grid"] and fewest({"ring": c["ring"], "striped": c["striped"]}) == \
+        ["ring", "striped"]
+
+
+def test_why_not():
+    assert why_not("ring", 4096, 8) is None
+    assert why_not("ring", 4, 8) == "needs N ≥ P"
+    assert why_not("grid", 4096, 8, backward=True) == "no backward pass"
+    assert why_not("all_to_all", 4096, 8, heads=4) == "needs H ≥ P"
+    assert why_not("all_to_all", 4096, 8, heads=8) is None
+    with pytest.raises(ValueError, match="unknown parallel algorithm 'rng'"):
+        why_not("rng", 4096, 8)
+    assert set(TITLES) == set(ALGORITHMS)
+
+
+def test_bad_input_is_refused_clearly():
+    with pytest.raises(ValueError, match="P = 32 > N = 16"):
+        rows(16, 4, [2, 32])
+    with pytest.raises(TypeError, match="P must be an integer"):
+        rows(16, 4, [2.5])
+    with pytest.raises(ValueError, match="P must be at least 1"):
+        rows(16, 4, [0])
+    with pytest.raises(TypeError, match="causal must be True or False"):
+        rows(16, 4, [2], causal="yes")
+    with pytest.raises(ValueError, match="heads must be at least 1"):
+        rows(16, 4, [2], heads=0)
+
+
+def test_text_shows_every_count():
+    N, d, Ps = 4096, 64, [2, 16, 64]
+    table = rows(N, d, Ps, heads=16)
+    out = text(N, d, Ps, heads=16)
+    assert out == text(N, d, Ps, heads=16, table=table)
+    assert out.startswith("Attention on P processors: N = 4,096, d = 64, H = 16 heads, "
+                          "forward pass.")
+    lines = out.splitlines()
+    for r in table:
+        # the line of r: its P is on the first line of its group
+        group = next(i for i, line in enumerate(lines) if line[:5].strip() == str(r["P"]))
+        line = next(line for line in lines[group:] if line[7:19].strip() == r["name"])
+        if not r["applies"]:
+            assert line.endswith(f"—   does not apply: {r['why']}")
+            continue
+        cells = line[19:].split()
+        star = cells[0].endswith("*")
+        assert star is r["fewest"]
+        assert [int(c.rstrip("*").replace(",", "")) for c in cells[:5]] == \
+            [r["traffic"], r["received"], r["messages"], r["memory"], math.floor(r["bound"])]
+        assert cells[5] == f"{r['ratio']:.2f}"
+    causal = text(N, d, [1, 4], heads=16, causal=True, backward=True)
+    assert "backward pass, causal mask." in causal and "balance" in causal
+    assert "striped      " in causal and "does not apply: no backward pass" in causal
+
+
+def test_data_round_trips_through_json():
+    got = data(512, 16, [1, 2, 8], heads=4, causal=True)
+    assert json.loads(json.dumps(got)) == got
+    assert got["rows"] == rows(512, 16, [1, 2, 8], heads=4, causal=True)
+    assert (got["N"], got["d"], got["heads"], got["causal"], got["backward"], got["Ps"]) == \
+        (512, 16, 4, True, False, [1, 2, 8])
