@@ -72,8 +72,8 @@ def available() -> bool:
 
 def _require() -> str:
     if find_spec("mpi4py") is None:
-        raise MPIUnavailable("mpi4py is not installed: pip install 'ioattn[parallel]' "
-                             "(mpi4py and MPICH from PyPI)")
+        raise MPIUnavailable("mpi4py is not installed: pip install mpi4py mpich (MPI for "
+                             "Python and MPICH, both from PyPI; the 'parallel' extra of ioattn)")
     exe = mpiexec()
     if exe is None:
         raise MPIUnavailable("no mpiexec found beside this Python or on PATH: pip install mpich, "
