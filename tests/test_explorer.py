@@ -20,7 +20,6 @@ from ioattn.explorer import (
     _ppoints,
     _ppx,
     _ppy,
-    _pside,
     _px,
     _side,
     _tenth,
@@ -442,7 +441,7 @@ def _check_panel(data, shot, kind):
     assert shot["P"] == f"P = {Ps[t]}"
     x = _ppx(Ps, Ps[t])
     assert float(shot["pnow"]) == x
-    assert shot["pnowLabel"] == [f"P = {Ps[t]}", *map(str, _pside(x, f"P = {Ps[t]}"))]
+    assert shot["pnowLabel"] == [f"P = {Ps[t]}", *map(str, _side(x, f"P = {Ps[t]}"))]
     assert shot["pbound"] == _ppoints(Ps, dom, pc["bound"])
     assert [f[1] for f in shot["pframes"]] == \
         ["inline" if data["par"]["doms"][f[0]] == dom else "none" for f in shot["pframes"]]

@@ -2,6 +2,7 @@
 with the GPU's datasheet, and the paper's quoted headline numbers borne out by the records."""
 
 import inspect
+import re
 from fractions import Fraction
 
 import pytest
@@ -197,4 +198,5 @@ def test_sources_and_evidence():
         start = text.index(f'_panel("{figure}"')
         caption = "Forward" if figure.startswith("Fig. 5") else "Backward"
         comment = text[text.rindex(f"# ({figure[-2]}) {caption},", 0, start):start]
-        assert "https://subtext.edge.nugit.net/image/" in comment, figure
+        assert re.search(r"# Evidence: (one|two) readings? of the chart", comment), figure
+        assert "text layer" in comment, figure

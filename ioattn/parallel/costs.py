@@ -56,9 +56,9 @@ along the grid row::
     messages_p = 2 (P_c - 1) + (P_r - 1).
 
 For ``P_r = P_c = sqrt(P)`` and equal shares the traffic is ``2 (4d + 1) H (N / sqrt(P)) (1 -
-1 / sqrt(P))``, against the ring's ``4 d H N (1 - 1/P)``: less at every ``P`` whose grid has more than one row (every
-composite ``P``; a prime ``P`` gives a ``1 x P`` grid), for memory ``(4d + 3) H N / sqrt(P)``
-instead of the ring's ``(8d + 2) H N / P``.
+1 / sqrt(P))``, against the ring's ``4 d H N (1 - 1/P)``: less at every ``P`` whose grid has
+more than one row (every composite ``P``; a prime ``P`` gives a ``1 x P`` grid), for memory
+``(4d + 3) H N / sqrt(P)`` instead of the ring's ``(8d + 2) H N / P``.
 
 References
 ----------

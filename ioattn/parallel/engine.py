@@ -235,7 +235,7 @@ def grid(cc: Counted, Q, KV, rows_of, shape, causal: bool, scale: float):
 
 
 # -- one job, on every rank --------------------------------------------------------------------
-def _inputs(job, comm):
+def _inputs(job):
     """Every rank's full ``Q, K, V`` (and ``dO``): drawn from ``seed`` or loaded from ``inputs``."""
     if job.get("inputs"):
         with np.load(job["inputs"]) as f:
@@ -255,7 +255,7 @@ def run_job(job: dict, comm) -> dict | None:
     N, d, _, H, shape = check(name, job["N"], job["d"], P, job["heads"], backward,
                               job.get("grid"))
     scale = job.get("scale") or 1.0 / np.sqrt(d)
-    full = _inputs(job, comm)
+    full = _inputs(job)
     rows_of = rows(N, P, LAYOUT[name])
     mine = rows_of[p]
     cc = Counted(comm)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._validate import as_count, as_scale
+from .._validate import as_count, as_matrix, as_scale
 from .costs import ParallelCost, check, cost
 
 __all__ = ["MPIUnavailable", "ParallelRun", "available", "launch", "mpiexec", "run"]
@@ -120,16 +120,13 @@ def as_cost(result: dict) -> ParallelCost:
 
 
 def _heads(x, name: str) -> np.ndarray:
+    """``x`` as ``H x N x d`` float64, each head checked by :func:`~ioattn._validate.as_matrix`."""
     a = np.asarray(x)
     if a.ndim == 2:
-        a = a[None]
+        return as_matrix(a, name)[None]
     if a.ndim != 3:
         raise ValueError(f"{name} must be N x d or H x N x d, got shape {a.shape}")
-    if not np.issubdtype(a.dtype, np.floating):
-        raise TypeError(f"{name} must hold floating-point values, got dtype {a.dtype}")
-    if not np.isfinite(a).all():
-        raise ValueError(f"{name} has non-finite values (NaN or infinity)")
-    return a.astype(np.float64)
+    return np.stack([as_matrix(h, f"{name} (head {i})") for i, h in enumerate(a)])
 
 
 def run(name: str, Q, K, V, P: int, *, causal: bool = False, backward: bool = False, dO=None,

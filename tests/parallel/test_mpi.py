@@ -103,7 +103,7 @@ def test_bad_arrays_are_named():
     Q = np.ones((5, 2))
     with pytest.raises(ValueError, match="V has shape"):
         parallel.run("ring", Q, Q, np.ones((6, 2)), P=2)
-    with pytest.raises(ValueError, match="K has non-finite"):
+    with pytest.raises(ValueError, match="K has 10 non-finite"):
         parallel.run("ring", Q, np.full((5, 2), np.nan), Q, P=2)
     with pytest.raises(TypeError, match="floating-point"):
         parallel.run("ring", np.ones((5, 2), int), Q, Q, P=2)
