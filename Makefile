@@ -25,8 +25,10 @@ chromium:
 	  $$SUDO apt-get update -qq && \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+# The tests run on every core (pytest-xdist); the book is built once, in the background, while
+# the other tests run, and only its execution cache is kept between runs (tests/book_build.py).
 test: $(STAMP) chromium
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist worksteal
 
 # The book is built, executing every page (cached in _build/.jupyter_cache); the build also
 # writes each page's student notebook, the assignments' practice notebooks and the package's

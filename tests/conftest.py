@@ -1,14 +1,13 @@
 """Shared helpers: the plain NumPy reference, random inputs, and one build of the book."""
 
 import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import settings
+
+from . import book_build
 
 settings.register_profile("ioattn", deadline=None, max_examples=60, derandomize=True)
 settings.load_profile("ioattn")
@@ -100,14 +99,40 @@ def variant(request):
 
 # ------------------------------------------------------------------------------------ the book
 ROOT = Path(__file__).resolve().parents[1]
-#: The Makefile's `book` flags: warnings are errors, references are checked.
-BOOK_FLAGS = ["--warningiserror", "--nitpick", "--keep-going"]
+
+
+def _reads_the_book(item) -> bool:
+    return "built" in getattr(item, "fixturenames", ())
+
+
+def _shared_basetemp(config) -> Path:
+    """The session's base temporary directory, the same for every pytest-xdist worker."""
+    base = config._tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def pytest_collection_modifyitems(config, items):
+    # The tests that read the built book run last (in their own order), so that the build,
+    # started in the background once they are collected, overlaps every other test.
+    items.sort(key=_reads_the_book)
+
+
+def pytest_collection_finish(session):
+    if not os.environ.get("IOATTN_BOOK_HTML") and any(map(_reads_the_book, session.items)):
+        book_build.start(book_build.folder(_shared_basetemp(session.config)))
+
+
+def pytest_sessionfinish(session):
+    book_build.stop()
 
 
 @pytest.fixture(scope="session")
-def built(tmp_path_factory) -> Path:
-    """One build of the whole book, from the repository, into a temporary folder (cold: no
-    execution cache); the folder of its HTML. Shared by test_book.py and test_browser.py.
+def built(request) -> Path:
+    """One build of the whole book, from the repository, with the Makefile's flags; the folder
+    of its HTML. Started in the background when the session collects a test that needs it,
+    built once for all pytest-xdist workers, and fresh each session but for the execution cache
+    (``tests/book_build.py``). Shared by test_book.py, the browser tests, the PDF's and the
+    notebooks'.
 
     ``IOATTN_BOOK_HTML=_build/html`` checks an existing build instead (say, after ``make
     book``), to iterate on the pages without building twice.
@@ -117,14 +142,6 @@ def built(tmp_path_factory) -> Path:
         html_dir = Path(given).resolve()
         assert (html_dir / "index.html").is_file(), f"IOATTN_BOOK_HTML={given}: no index.html"
         return html_dir
-    bindir = Path(sys.executable).parent
-    exe = shutil.which("jupyter-book", path=str(bindir))
-    assert exe, f"no jupyter-book executable in {bindir}: install the book extra (make test does)"
-    out = tmp_path_factory.mktemp("book")
-    cmd = [exe, "build", str(ROOT), "--path-output", str(out), *BOOK_FLAGS]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=3000)
-    log = proc.stdout + proc.stderr
-    assert proc.returncode == 0, f"`{' '.join(cmd)}` failed ({proc.returncode}):\n{log[-8000:]}"
-    html_dir = out / "_build" / "html"
-    assert (html_dir / "index.html").is_file(), log[-4000:]
-    return html_dir
+    place = book_build.folder(_shared_basetemp(request.config))
+    book_build.start(place)               # a no-op when the collection hook started it
+    return book_build.wait(place)
