@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 import numpy as np
@@ -166,6 +167,16 @@ def _parallel(args) -> int:
 
 
 def main(argv=None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # the reader of the output closed it early (`ioattn sweep ... | head`): stop quietly,
+        # with the rest of the output sent nowhere so that Python's flush at exit cannot fail
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _main(argv) -> int:
     args = _parser().parse_args(argv)
     if args.command == "parallel":
         return _parallel(args)

@@ -163,6 +163,21 @@ def test_parallel_bad_arguments(argv, message, capsys):
     assert err.startswith("usage: ioattn parallel") and message in err
 
 
+@pytest.mark.parametrize("command", [["sweep", "--N", "4096", "--d", "64"],
+                                     ["parallel", "--N", "4096", "--d", "64", "--P-max", "64"]])
+def test_output_cut_short_by_its_reader_is_no_traceback(command):
+    # `ioattn sweep ... | head -1`: the reader closes the pipe after one line
+    proc = subprocess.Popen([sys.executable, "-m", "ioattn", *command], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=60)
+    assert first.strip(), "no first line of output"
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert proc.returncode == 1
+
+
 def test_python_dash_m():
     done = subprocess.run([sys.executable, "-m", "ioattn", "sweep", "--N", "64", "--d", "8"],
                           capture_output=True, text=True, check=False)
