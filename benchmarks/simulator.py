@@ -6,6 +6,12 @@
    Both are timed alternately in one process; the ratio of the medians is reported.
 3. The explorer's curve set, 3 algorithms x 32 values of M at N = 4096, d = 64 (exact totals,
    lower bounds and exact crossovers, via ``ioattn.sweep.sweep``): target under 20 ms.
+4. The garbage collector: ``run("flash", ...)`` and ``run(..., trace=True)`` at N = 1024, d = 64,
+   M = d^2, this tree against the commit ``--before`` (default: the one before the speed work),
+   each in its own process, timed alternately (``benchmarks/sides.py``): ``run`` now switches
+   Python's cyclic garbage collector off while it simulates. In a bare process and in one that
+   holds 2,000,000 live objects (as a notebook session does, where the collector's full passes
+   cost most). Needs the repository's history (``--before none`` leaves it out).
 """
 
 from __future__ import annotations
@@ -14,12 +20,17 @@ import argparse
 import json
 import platform
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 import ioattn
 from ioattn.sweep import sweep
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sides import BEFORE, Side, interleaved  # noqa: E402
 
 VARIANTS = [("flash", {}), ("flash", {"variant": "fa1"}), ("square_tiling", {}),
             ("square_tiling", {"schedule": "outer"}), ("standard", {})]
@@ -101,9 +112,26 @@ def bench_curves(N=4096, d=64, repeats=20):
     return statistics.median(times), s
 
 
+def bench_collector(before, N=1024, d=64, live=0, repeats=7):
+    """Median seconds of ``run("flash")`` and of ``run(..., trace=True)`` at ``(N, d, M = d^2)``
+    on ``[before, now]``, the two sides timed alternately, each process holding ``live`` more
+    objects that the collector tracks (as a notebook session does)."""
+    setup = ("import numpy as np, ioattn\n"
+             f"Q, K, V = np.random.default_rng(0).standard_normal((3, {N}, {d}))\nM = {d * d}\n"
+             f"live = [{{'i': i}} for i in range({live})]")
+    with Side(before) as old, Side() as new:
+        for side in (old, new):
+            side.exec(setup)
+        plain = interleaved([old, new], "ioattn.run('flash', Q, K, V, M)", repeats)
+        traced = interleaved([old, new], "ioattn.run('flash', Q, K, V, M, trace=True)", repeats)
+    return plain, traced
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    parser.add_argument("--before", default=BEFORE,
+                        help=f"the commit section 4 compares with ({BEFORE}; 'none': skip it)")
     args = parser.parse_args(argv)
 
     t_cost = bench_io_cost()
@@ -123,10 +151,25 @@ def main(argv=None):
     print(f"{'what':<{width}}  {'measured':<34}  {'target':<8}  ok")
     for what, measured, target, ok in rows:
         print(f"{what:<{width}}  {measured:<34}  {target:<8}  {'yes' if ok else 'NO'}")
+    figures = {"io_cost_10k_s": t_cost, "run_plain_s": t_plain, "run_counted_s": t_counted,
+               "overhead_ratio": ratio, "curves_s": t_curves}
+    if args.before.lower() != "none":
+        print(f"\nThe garbage collector off during a run: before ({args.before}) and now, "
+              "N=1024, d=64, M=4096, medians of runs timed alternately")
+        print(f"{'what':<50}  {'before':>9}  {'now':>9}  now/before")
+        for live in (0, 2_000_000):
+            (p_old, p_new), (t_old, t_new) = bench_collector(args.before, live=live)
+            where = f", {live:,} live objects" if live else ""
+            for what, b, n in ((f"run('flash'){where}", p_old, p_new),
+                               (f"run('flash', trace=True){where}", t_old, t_new)):
+                print(f"{what:<50}  {b:>8.3f}s  {n:>8.3f}s  {n / b:.3f}x")
+            print(f"{'  trace overhead (traced / plain)':<50}  {t_old / p_old:>8.2f}x  "
+                  f"{t_new / p_new:>8.2f}x")
+            figures[f"gc_live_{live}"] = {"run_before_s": p_old, "run_now_s": p_new,
+                                          "trace_before_s": t_old, "trace_now_s": t_new}
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"io_cost_10k_s": t_cost, "run_plain_s": t_plain, "run_counted_s": t_counted,
-                       "overhead_ratio": ratio, "curves_s": t_curves}, f, indent=2)
+            json.dump(figures, f, indent=2)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import gc
 from dataclasses import dataclass, fields, is_dataclass, replace
 
 import numpy as np
@@ -14,8 +16,8 @@ from .algorithms.matmul import remembered_products
 from .masks import Mask
 from .memory import IOCount, Transfer, TwoLevelMemory
 
-__all__ = ["BackwardResult", "RunResult", "algorithms", "io_cost", "min_M", "plan", "run",
-           "run_backward", "saved_for_backward", "totals"]
+__all__ = ["BackwardResult", "RunResult", "algorithms", "collector_paused", "io_cost", "min_M",
+           "plan", "run", "run_backward", "saved_for_backward", "totals"]
 
 
 @dataclass(frozen=True)
@@ -169,8 +171,11 @@ def totals(name: str, N: int, d: int, Ms, *, backward: bool = False, **options) 
                         f"{Ms.dtype}")
     if Ms.size == 0:
         return np.zeros(0, dtype=np.int64)
-    # the plan at the largest M checks the options, the mask and save_lse once
+    # the plan at the largest M checks the options, the mask and save_lse once, and reads the
+    # mask once: every later plan takes the plan's Mask
     first = algo.plan(N, d, as_count(int(Ms.max()), "M"), **options)
+    if first.mask is not None:
+        options = {**options, "mask": first.mask}
     opts = algo.check_options(_own_options(options))
     least = int(Ms.min())
     if least < algo.min_M(d, **opts):
@@ -244,6 +249,32 @@ def _plan_at(plan, i: int):
     return out
 
 
+@contextlib.contextmanager
+def collector_paused():
+    """Python's cyclic garbage collector switched off inside the block, and back on after it
+    (even on an error) unless it was off before.
+
+    A simulated run allocates and frees many small objects (tiles, transfers), all freed by
+    reference counting as soon as they are dropped; the collector's periodic passes over them
+    find nothing to free and only cost time. :func:`run` and :func:`run_backward` simulate inside
+    this block (``benchmarks/simulator.py`` measures the difference).
+
+    >>> import gc
+    >>> with collector_paused():
+    ...     gc.isenabled()
+    False
+    >>> gc.isenabled()
+    True
+    """
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
 def run(name: str, Q, K, V, M: int, *, scale: float | None = None, mask=None,
         save_lse: bool = False, trace: bool = False, **options) -> RunResult:
     """Compute ``softmax(scale Q K^T) V`` with algorithm ``name`` through a cache of ``M`` entries.
@@ -289,13 +320,14 @@ def run(name: str, Q, K, V, M: int, *, scale: float | None = None, mask=None,
     N, d = Q.shape
     the_plan = algo.plan(N, d, as_count(M, "M"), mask=mask, save_lse=save_lse, **options)
     tau = as_scale(scale, d)
-    mem = TwoLevelMemory(the_plan.M, trace=trace, owner=name)
-    hQ, hK, hV = mem.load("Q", Q), mem.load("K", K), mem.load("V", V)
-    hO = mem.allocate_slow("O", (N, d))
-    hL = mem.allocate_slow("L", N) if the_plan.save_lse else None
-    algo.simulate(mem, hQ, hK, hV, hO, the_plan, tau, L=hL)
-    lse = None if hL is None else mem.fetch(hL)
-    return RunResult(mem.fetch(hO), mem.io, the_plan, mem.trace, lse)
+    with collector_paused():
+        mem = TwoLevelMemory(the_plan.M, trace=trace, owner=name)
+        hQ, hK, hV = mem.load("Q", Q), mem.load("K", K), mem.load("V", V)
+        hO = mem.allocate_slow("O", (N, d))
+        hL = mem.allocate_slow("L", N) if the_plan.save_lse else None
+        algo.simulate(mem, hQ, hK, hV, hO, the_plan, tau, L=hL)
+        lse = None if hL is None else mem.fetch(hL)
+        return RunResult(mem.fetch(hO), mem.io, the_plan, mem.trace, lse)
 
 
 def saved_for_backward(Q, K, V, scale: float | None = None, *,
@@ -311,7 +343,7 @@ def saved_for_backward(Q, K, V, scale: float | None = None, *,
     Q, K, V = _qkv(Q, K, V)
     S = as_scale(scale, Q.shape[1]) * (Q @ K.T)
     if mask is not None:
-        S[Mask(mask, Q.shape[0]).excluded] = -np.inf
+        S[Mask.of(mask, Q.shape[0]).excluded] = -np.inf
     m = S.max(axis=1, keepdims=True)
     empty = np.isneginf(m)
     m[empty] = 0.0
@@ -373,12 +405,13 @@ def run_backward(name: str, Q, K, V, dO, M: int, *, O=None, L=None, scale: float
         L = L_saved if L is None else L
     O = _same_shape(as_matrix(O, "O"), "O", Q)
     L = _check_lse(L, N, the_plan.mask)
-    mem = TwoLevelMemory(the_plan.M, trace=trace, owner=f"{name} backward")
-    inputs = [mem.load(n, x) for n, x in (("Q", Q), ("K", K), ("V", V), ("O", O), ("dO", dO),
-                                           ("L", L))]
-    grads = [mem.allocate_slow(n, (N, d)) for n in ("dQ", "dK", "dV")]
-    algo.simulate(mem, *inputs, *grads, the_plan, tau)
-    return BackwardResult(tuple(mem.fetch(g) for g in grads), mem.io, the_plan, mem.trace)
+    with collector_paused():
+        mem = TwoLevelMemory(the_plan.M, trace=trace, owner=f"{name} backward")
+        inputs = [mem.load(n, x) for n, x in (("Q", Q), ("K", K), ("V", V), ("O", O),
+                                               ("dO", dO), ("L", L))]
+        grads = [mem.allocate_slow(n, (N, d)) for n in ("dQ", "dK", "dV")]
+        algo.simulate(mem, *inputs, *grads, the_plan, tau)
+        return BackwardResult(tuple(mem.fetch(g) for g in grads), mem.io, the_plan, mem.trace)
 
 
 def _check_lse(L, N: int, mask: Mask | None) -> np.ndarray:

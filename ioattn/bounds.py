@@ -200,6 +200,7 @@ from ._validate import as_count
 from .algorithms import get
 from .algorithms.base import BACKWARD, REGISTRY, ceil_div
 from .api import io_cost, plan, totals
+from .masks import Mask
 
 __all__ = [
     "EXTRA_PEBBLES", "Crossover", "any_matmul_lower", "block_density", "block_sparse_Z",
@@ -691,6 +692,8 @@ def cheapest(N: int, d: int, M: int, names=None, options=None, *,
     """
     options = options or {}
     backward = _flag(backward, "backward")
+    if mask is not None:                            # an array is read once, for every name
+        mask = Mask.of(mask, as_count(N, "N"))
     best = None
     for name in sorted(names or (BACKWARD if backward else REGISTRY)):
         opts = options.get(name, {})
@@ -731,6 +734,7 @@ def crossovers(N: int, d: int, M_min: int | None = None, M_max: int | None = Non
     backward = _flag(backward, "backward")
     names = sorted(names or (BACKWARD if backward else REGISTRY))
     options = options or {}
+    mask = Mask.of(mask, N)                         # an array is read once, for every name
     least = [_least_M(n, d, options.get(n, {}), backward) for n in names]
     lo = as_count(M_min, "M_min") if M_min is not None else min(least)
     hi = as_count(M_max, "M_max") if M_max is not None else 32 * d * d

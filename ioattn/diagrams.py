@@ -429,7 +429,7 @@ def mask_images(masks: dict, blocks: dict | None = None, *, columns: int = 2, fi
     axes = fig.subplots(rows, columns, squeeze=False).ravel()
     cmap = ListedColormap(["#f0f0f0", STYLE["flash"]["color"]])
     for ax, (title, m) in zip(axes, masks.items()):
-        mask = m if isinstance(m, Mask) else Mask(m)
+        mask = Mask.of(m)
         a = np.asarray(mask.array)
         N = mask.N
         ax.imshow(a, cmap=cmap, vmin=0, vmax=1, interpolation="nearest")

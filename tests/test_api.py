@@ -153,3 +153,49 @@ def test_save_lse_and_mask_options():
     assert ioattn.plan("flash", 8, 4, 100, mask=causal).mask.N == 8
     with pytest.raises(ValueError, match=r"mask must have shape \(N, N\) = \(8, 8\)"):
         ioattn.run("standard", Q, K, V, 100, mask=ioattn.masks.causal(9))
+
+
+@pytest.mark.parametrize("backward", [False, True])
+@pytest.mark.parametrize("trace", [False, True])
+def test_the_garbage_collector_is_off_during_a_run_and_restored(monkeypatch, backward, trace):
+    """``run`` and ``run_backward`` simulate with Python's cyclic garbage collector off, and
+    leave it as they found it: on if it was on (also when the simulation raises), off if it
+    was off."""
+    import gc
+
+    from ioattn.algorithms import BACKWARD, REGISTRY
+
+    algo = (BACKWARD if backward else REGISTRY)["flash"]
+    seen = []
+    simulate = algo.simulate
+
+    def watched(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return simulate(*args, **kwargs)
+
+    monkeypatch.setattr(algo, "simulate", watched)
+
+    def go():
+        if backward:
+            return ioattn.run_backward("flash", Q, K, V, Q, 100, trace=trace)
+        return ioattn.run("flash", Q, K, V, 100, trace=trace)
+
+    assert gc.isenabled()
+    counted = go()
+    assert seen == [False] and gc.isenabled()
+    assert counted.io == ioattn.io_cost("flash", 8, 4, 100, backward=backward)
+    gc.disable()
+    try:
+        go()
+        assert seen == [False, False] and not gc.isenabled()
+    finally:
+        gc.enable()
+
+    def fails(*args, **kwargs):
+        seen.append(gc.isenabled())
+        raise RuntimeError("the schedule failed")
+
+    monkeypatch.setattr(algo, "simulate", fails)
+    with pytest.raises(RuntimeError, match="the schedule failed"):
+        go()
+    assert seen[-1] is False and gc.isenabled()

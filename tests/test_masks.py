@@ -114,10 +114,11 @@ def test_bad_masks_are_clear_errors(bad, message):
 
 
 def test_mask_is_copied_compared_by_value_and_transposes():
-    a = masks.causal(6)
+    a = masks.causal(6).copy()
     m = Mask(a)
     a[0, 5] = True                                      # the caller's array is not the mask's
     assert not m.array[0, 5] and not m.array.flags.writeable
+    assert Mask(a) != m and Mask(a).array[0, 5]         # and a changed array is read again
     assert m == Mask(masks.causal(6)) and hash(m) == hash(Mask(masks.causal(6)))
     assert m != Mask(np.ones((6, 6), bool)) and m.T.T is m
     assert np.array_equal(m.T.array, masks.causal(6).T)
@@ -152,7 +153,7 @@ def test_large_logits_with_masks(name, options):
     """Logits of magnitude 10^3 and more, a causal mask and empty rows: no overflow, no NaN."""
     N, d = 23, 6
     Q, K, V = random_qkv(N, d, seed=3, magnitude=30.0)
-    mask = masks.causal(N)
+    mask = masks.causal(N).copy()                   # the constructors' arrays are read-only
     mask[[0, 9]] = False
     M = max(150, least_M(name, d, options))
     assert np.abs(Q @ K.T / np.sqrt(d)).max() > 1e3
@@ -385,7 +386,7 @@ def test_forward_then_backward_counts_a_training_step(name, options):
 def test_saved_for_backward_with_a_mask():
     N, d = 10, 3
     Q, K, V = random_qkv(N, d)
-    mask = masks.causal(N)
+    mask = masks.causal(N).copy()
     mask[3] = False
     O, L = ioattn.saved_for_backward(Q, K, V, mask=mask)
     P, L_ref = reference_softmax(Q, K, mask=mask)
@@ -397,7 +398,7 @@ def test_saved_for_backward_with_a_mask():
 def test_backward_checks_L_against_the_mask():
     N, d = 6, 3
     Q, K, V, dO = inputs(N, d)
-    mask = masks.causal(N)
+    mask = masks.causal(N).copy()
     mask[2] = False
     O, L = ioattn.saved_for_backward(Q, K, V, mask=mask)
     assert np.isposinf(L[2])

@@ -159,9 +159,7 @@ def _masked_cost(plan: FlashBackwardPlan) -> IOCount:
     reads = 2 * d * active_rows + 2 * d * int(c[cols_on].sum()) + (3 * d + 2) * visits \
         - d * active_rows
     writes = active_rows + d * (N - active_rows) + d * visits + 2 * N * d
-    r_, c_ = r[:, None], c[None, :]
-    work = 4 * c_ * d + 3 * r_ * d + 2 * r_ + 2 * r_ * c_
-    peak = max(int(work[act].max(initial=0)),
+    peak = max(blocks.largest(lambda r_, c_: 4 * c_ * d + 3 * r_ * d + 2 * r_ + 2 * r_ * c_),
                int((r[rows_on] * (2 * d + 1)).max(initial=0)),    # the preprocess
                int((r[~rows_on] * d).max(initial=0)),             # dQ_I = 0
                int((c[~cols_on] * d).max(initial=0)))             # dK_J = dV_J = 0

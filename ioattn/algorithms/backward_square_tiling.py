@@ -153,9 +153,7 @@ class BackwardSquareTiling(BackwardAlgorithm):
             r, c = imin(plan.dS.b_r, plan.N), imin(plan.dS.b_c, plan.N)
             return r * c + r + imin(plan.h, r) * c
         blocks = plan.mask.blocks(plan.dS.b_r, plan.dS.b_c)
-        r, c = blocks.rows[:, None], blocks.cols[None, :]
-        work = r * c + r + np.minimum(plan.h, r) * c
-        return int(work[blocks.nonempty].max(initial=0))
+        return blocks.largest(lambda r, c: r * c + r + min(plan.h, r) * c)
 
     def simulate(self, mem, Q, K, V, O, dO, L, dQ, dK, dV, plan: BackwardSquareTilingPlan,
                  scale):

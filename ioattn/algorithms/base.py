@@ -158,8 +158,10 @@ class Algorithm:
              **options) -> Plan:
         """Check the options and ``M``, then return the plan.
 
-        ``mask`` (a boolean ``N x N`` array, True = attend) and ``save_lse`` are accepted by
-        every algorithm; they change what the schedule visits and writes, not its block sizes.
+        ``mask`` (a boolean ``N x N`` array, True = attend, or a :class:`~ioattn.masks.Mask`)
+        and ``save_lse`` are accepted by every algorithm; they change what the schedule visits
+        and writes, not its block sizes. An array is read once, into the plan's ``Mask``
+        (:meth:`~ioattn.masks.Mask.of`): pass the plan's mask on to cost many plans with it.
         """
         opts = self.check_options(options)
         if not isinstance(save_lse, (bool, np.bool_)):
@@ -173,8 +175,7 @@ class Algorithm:
         plan = self.make_plan(N, d, M, **opts)
         if mask is None and not save_lse:
             return plan
-        if mask is not None and not (isinstance(mask, Mask) and mask.N == N):
-            mask = Mask(mask, N)          # a Mask is kept as it is, with its blocks computed
+        mask = Mask.of(mask, N)           # a Mask is kept as it is, with its blocks computed
         return replace(plan, mask=mask, save_lse=bool(save_lse))
 
     def describe_rule(self, d: int, **options) -> str:

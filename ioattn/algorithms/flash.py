@@ -186,20 +186,18 @@ def _masked_cost(plan: FlashPlan, lse: int) -> IOCount:
     blocks = plan.mask.blocks(plan.B_r, plan.B_c)
     act, r, c = blocks.nonempty, blocks.rows, blocks.cols
     rows_visited = act.any(axis=1)
-    r_, c_ = r[:, None], c[None, :]
     if plan.variant == "fa2":
         reads = d * int(r[rows_visited].sum()) + 2 * d * int(act.sum(axis=0) @ c)
         writes = N * d
-        work = 2 * r_ * d + 3 * r_ + 2 * c_ * d + r_ * c_             # a visited block
         idle = r[~rows_visited] * d                                    # zeros for O_I
-        peak = max(int(work[act].max(initial=0)), int(idle.max(initial=0)))
+        peak = blocks.largest(lambda r_, c_: 2 * r_ * d + 3 * r_ + 2 * c_ * d + r_ * c_,
+                              int(idle.max(initial=0)))                # a visited block
     else:
         visits = int(r @ act.sum(axis=1))                              # sum of r_I, (I, J) visited
         reads = 2 * d * int(c[act.any(axis=0)].sum()) + (2 * d + 2) * visits
         writes = N * d + 2 * N + (d + 2) * visits
-        R = np.minimum(plan.R, r_)
-        work = 2 * c_ * d + R * (2 * d + c_ + 4)
-        peak = max(int(work[act].max(initial=0)), min(plan.R, N) * d)  # init: R rows of zeros
+        peak = blocks.largest(lambda r_, c_: 2 * c_ * d + min(plan.R, r_) * (2 * d + c_ + 4),
+                              min(plan.R, N) * d)                      # init: R rows of zeros
     return IOCount(reads=reads, writes=writes + lse, peak=peak)
 
 

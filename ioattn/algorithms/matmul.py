@@ -236,15 +236,16 @@ def _product_io(plan: MatmulPlan, *, c_mask=None, a_mask=None, stats: int = 0
         blocks = c_mask.blocks(plan.b_r, plan.b_c)
         act, r, c = blocks.nonempty, blocks.rows, blocks.cols
         reads = k * (int(act.sum(axis=1) @ r) + int(act.sum(axis=0) @ c))
-        writes = int(r @ act @ c)
         w = min(plan.L, k)
-        work = (stats + c[None, :] + w) * r[:, None] + w * c[None, :]
-        peak = max(stats * int(r[0]), int(work[act].max(initial=0)))
-        return reads, writes, peak
+        peak = blocks.largest(lambda r_, c_: (stats + c_ + w) * r_ + w * c_, stats * int(r[0]))
+        return reads, blocks.entries(), peak
     blocks = a_mask.blocks(plan.b_r, plan.L)
     act, r, w = blocks.nonempty, blocks.rows, blocks.cols
-    reads = ceil_div(n, plan.b_c) * int(r @ act @ w) + n * int(act.sum(axis=0) @ w)
-    widest = (act * w[None, :]).max(axis=1)             # the widest strip each row block reads
+    reads = ceil_div(n, plan.b_c) * blocks.entries() + n * int(act.sum(axis=0) @ w)
+    # the widest strip each row block reads: every strip but the last is w[0] wide
+    widest = np.where(act[:, -1], w[-1], 0)
+    if len(w) > 1:
+        widest = np.where(act[:, :-1].any(axis=1), w[0], widest)
     c0 = min(plan.b_c, n)
     peak = int(((stats + c0 + widest) * r + widest * c0).max())
     return reads, m * n, peak
