@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # Playwright drives the system's chromium; it must never download a browser of its own.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
-.PHONY: test book notebooks chromium bench test-gpu bench-gpu clean
+.PHONY: test book notebooks chromium bench bench-tests test-gpu bench-gpu clean
 
 $(STAMP): pyproject.toml requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,11 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/explorer.py
 	$(BIN)/python benchmarks/crossovers.py
 	$(BIN)/python benchmarks/pebble.py
+	$(BIN)/python benchmarks/masks.py
+
+# The whole test suite before and now, each from a fresh checkout (about 20 minutes on 2 cores).
+bench-tests: $(STAMP) chromium
+	$(BIN)/python benchmarks/tests.py
 
 # On a machine with an NVIDIA GPU: the @pytest.mark.gpu tests and the GPU benchmark
 # (benchmarks/gpu.py; BENCH_ARGS=--quick for a small run). By default they use .venv with the gpu

@@ -8,21 +8,32 @@
 - the generation time and the size of :func:`ioattn.explorer.static_explorer` as the book
   makes it (N in 1024, 4096, 16384, d in 32, 64, 128, 256, both passes, dense and causal);
 - with Playwright and chromium installed, the static explorer's redraw in the browser: one
-  move of the M slider and one change of d (the script's work for one input event).
+  move of the M slider and one change of d (the script's work for one input event);
+- side by side with the package as it was before the layout was reused (``--before``, default
+  :data:`sides.BEFORE`; ``benchmarks/sides.py``): a full redraw of the live widget at
+  N = 4096, d = 64, M = 4096 (a change of d, N or the pass, in a cycle of eight: d = 128, 64,
+  N = 1024, 4096, backward, forward, d = 32, 64; the curves cached by a first cycle), timed
+  alternately on the two sides, each sample the mean of one cycle; with the constrained layouts
+  each side runs per redraw.
 
-Run ``python benchmarks/explorer.py`` (a few minutes: the static explorer's exact crossovers
-cost every M of each range).
+Run ``python benchmarks/explorer.py`` from a clone (a few minutes: the static explorer's exact
+crossovers cost every M of each range).
 """
 
 from __future__ import annotations
 
+import argparse
 import platform
 import statistics
 import sys
 import time
+from pathlib import Path
 
 from ioattn.explorer import static_explorer
 from ioattn.widgets import explorer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sides import BEFORE, Side, interleaved, table  # noqa: E402
 
 
 def timed(f, repeat):
@@ -64,7 +75,47 @@ def _in_browser(page: str):
             b.close()
 
 
-def main(out=sys.stdout):
+#: A full redraw on each side: the widget, a cycle of changes of d, N and the pass (its curves
+#: cached by a first run through it), and counts of the redraws and of the constrained layouts.
+_FULL_SETUP = """
+import itertools
+import matplotlib.layout_engine as le
+from ioattn.widgets import explorer
+layouts = [0]
+_execute = le.ConstrainedLayoutEngine.execute
+def _counted(self, fig):
+    layouts[0] += 1
+    return _execute(self, fig)
+le.ConstrainedLayoutEngine.execute = _counted
+w = explorer(N=4096, d=64, log2_M=12)
+changes = itertools.cycle([dict(d=128), dict(d=64), dict(N=1024), dict(N=4096),
+                           dict(backward=True), dict(backward=False), dict(d=32), dict(d=64)])
+for _ in range(8):
+    w.update(**next(changes))
+layouts, redraws = [0], [0]
+"""
+_FULL = "w.update(**next(changes))\nredraws[0] += 1"
+
+
+def side_by_side(before: str = BEFORE, repeats: int = 9, out=sys.stdout):
+    """A full redraw of the live widget (a change of d, N or the pass) before and now, timed
+    alternately; prints and returns the row."""
+    with Side(before) as old, Side() as new:
+        sides = [old, new]
+        for side in sides:
+            side.exec(_FULL_SETUP)
+        medians = interleaved(sides, _FULL, repeats=repeats, number=8)
+        per = [side.eval("layouts[0] / redraws[0]") for side in sides]
+    row = ("full redraw (change of d / N / pass)", f"{medians[0] * 1e3:.1f}",
+           f"{medians[1] * 1e3:.1f}", f"{medians[0] / medians[1]:.2f}x",
+           f"{per[0]:.2f}", f"{per[1]:.2f}")
+    print(f"\nlive widget, N=4096 d=64 M=4096, side by side: before ({before}) and now", file=out)
+    print(table([row], ("what", "before ms", "now ms", "before/now", "layouts/redraw before",
+                        "now")), file=out)
+    return row
+
+
+def main(out=sys.stdout, before: str = BEFORE):
     w = explorer(N=4096, d=64)
     positions = [4 + 12 * (i % 25) / 24 for i in range(50)]      # log2 M from 4 to 16
     slider = timed(lambda i: w.update(log2_M=positions[i]), 50)
@@ -103,7 +154,16 @@ def main(out=sys.stdout):
     print("-" * 88, file=out)
     for what, (med, lo, hi), note in rows:
         print(f"{what:<42}{med * 1e3:>10.1f}{lo * 1e3:>9.1f}{hi * 1e3:>9.1f}  {note}", file=out)
+    side_by_side(before, out=out)
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", default=BEFORE, help=f"the commit to compare with ({BEFORE})")
+    parser.add_argument("--only-side-by-side", action="store_true",
+                        help="only the full redraw, before and now")
+    args = parser.parse_args()
+    if args.only_side_by_side:
+        side_by_side(args.before)
+    else:
+        main(before=args.before)

@@ -48,6 +48,158 @@ from .plotting import label as plot_label
 __all__ = ["explorer", "stepper"]
 
 
+def _room(ax, renderer, sizes: bool = True):
+    """What the constrained layout reads from the explorer's axes ``ax``, measured at the axes'
+    current position without laying the figure out; None where it cannot be read so (an axis
+    with no tick label or with an offset text, or a matplotlib without ``Axis._update_ticks``).
+
+    The constrained layout keeps room around the axes for ``ax.get_tightbbox(renderer,
+    for_layout_only=True)``: the union of the axes, the tick labels the next draw shows, the
+    axis labels, the title (its height), the spines and the other artists in the layout.
+    Computing it costs about as much as drawing the axes (it updates every tick several times);
+    this reads the same things once.
+
+    Returns
+    -------
+    (ticks, reach, sizes) : tuple of tuples of float
+        In display pixels. ``ticks``: how far the x axis's tick labels reach below the axes and
+        the y axis's to the left of it (the ticks the next draw shows, with their labels, from
+        ``Axis._update_ticks``); each axis label lies a fixed gap beyond them. ``reach``: how
+        far the union of the axes, the tick labels, the title (its height, not its width) and
+        the other artists in the layout (the annotations) reach beyond the axes on the left,
+        bottom, right and top; the spines and the tick marks are left out (next to the axes,
+        inside the tick labels). ``sizes``: the sizes of the axis labels and of the figure's
+        legends (None if not ``sizes``).
+    """
+    from matplotlib.spines import Spine
+    from matplotlib.transforms import Bbox
+
+    box = ax.get_window_extent(renderer)
+    boxes, ticks = [box], []
+    for axis in (ax.xaxis, ax.yaxis):
+        if axis.offsetText.get_visible() and axis.offsetText.get_text() or \
+                not hasattr(axis, "_update_ticks"):
+            return None
+        # blank labels (points at their anchors, inside the others' box) are left out
+        labels = [lab for t in axis._update_ticks() for lab in (t.label1, t.label2)
+                  if lab.get_visible() and lab.get_in_layout() and lab.get_text()]
+        if not labels:
+            return None
+        tick_box = Bbox.union([lab.get_window_extent(renderer) for lab in labels])
+        boxes.append(tick_box)
+        ticks.append(box.y0 - tick_box.y0 if axis is ax.xaxis else box.x0 - tick_box.x0)
+    if ax.title.get_visible() and ax.title.get_text():
+        title = ax.title.get_window_extent(renderer)
+        boxes.append(Bbox([[box.x0, title.y0], [box.x0, title.y1]]))
+    for a in ax.get_default_bbox_extra_artists():
+        if not isinstance(a, Spine):
+            b = a.get_tightbbox(renderer)
+            if b is not None and all(map(math.isfinite, b.extents)):
+                boxes.append(b)
+    u = Bbox.union([b for b in boxes if b.width != 0 or b.height != 0])
+    if sizes:
+        sizes = tuple(tuple(x.get_window_extent(renderer).size)
+                      for x in (ax.xaxis.label, ax.yaxis.label, *ax.get_figure().legends))
+    return (tuple(ticks), (box.x0 - u.x0, box.y0 - u.y0, u.x1 - box.x1, u.y1 - box.y1),
+            sizes or None)
+
+
+class _FrozenLayout:
+    """The constrained layout of a figure of fixed size with one axes (the explorer's): laid out
+    once by the figure's layout engine, then reused.
+
+    The figure's layout engine is replaced by none, so a draw no longer lays the figure out.
+    Before a draw, :meth:`update` measures the margins the axes need (:func:`_room`): within
+    ``tol`` pixels of those the last layout gave them, the axes stay where they are. Otherwise
+    they are placed as the constrained layout places them in a new figure: in the cell the
+    engine gave them (the figure less its pads and the legend) less the margins measured at
+    their first position, then less the margins measured where that puts them (two passes, as
+    the engine makes).
+    When the legends or the axis labels change size, or :func:`_room` cannot measure, the engine
+    lays the figure out again. After the engine's layout has been drawn, :meth:`drawn` takes the
+    gaps between the tick labels and the axis labels, and the cell, from it. ``runs`` counts the
+    engine's layouts, ``moves`` the others.
+    """
+
+    def __init__(self, fig, ax, tol: float = 0.5):
+        self.fig, self.ax, self.tol = fig, ax, tol
+        self.engine = fig.get_layout_engine()
+        self.start = ax.get_position(original=True).frozen()
+        fig.set_layout_engine("none")
+        self.cell = self.gaps = self.margins = self.sizes = None
+        self.runs = self.moves = 0
+
+    def _place(self, pos) -> None:
+        self.ax.set_position(pos)
+        self.ax.set_in_layout(True)               # set_position takes the axes out of the layout
+
+    def _margins(self, renderer, pos=None):
+        """The margins (left, bottom, right, top, in pixels) the axes need at ``pos`` (where
+        they are by default; where they are left); None if :func:`_room` cannot tell or, where
+        the axes are, if the legends or axis labels changed size."""
+        if pos is not None:
+            self._place(pos)
+        room = _room(self.ax, renderer, sizes=pos is None)
+        if room is None or pos is None and room[2] != self.sizes:
+            return None
+        (below, left), (l, b, r, t), _ = room
+        return (max(l, left + self.gaps[1]), max(b, below + self.gaps[0]), r, t)
+
+    def _inside(self, m):
+        """Where the axes go in their cell with margins ``m`` (figure coordinates)."""
+        from matplotlib.transforms import Bbox
+
+        (x0, y0, x1, y1), w, h = self.cell, self.fig.bbox.width, self.fig.bbox.height
+        return Bbox([[(x0 + m[0]) / w, (y0 + m[1]) / h], [(x1 - m[2]) / w, (y1 - m[3]) / h]])
+
+    def _near(self, m, n) -> bool:
+        return max(abs(a - b) for a, b in zip(m, n)) <= self.tol
+
+    def update(self, renderer) -> str:
+        """Before a draw: keep the axes (``"kept"``), move them (``"moved"``) or lay the figure
+        out with the engine (``"laid out"``)."""
+        m = self._margins(renderer) if self.cell is not None else None
+        if m is not None and self._near(m, self.margins):
+            return "kept"
+        if m is not None:                         # the engine's two passes from the start
+            m = self._margins(renderer, self.start)
+            m = m and self._margins(renderer, self._inside(m))
+            if m is not None:
+                self._place(self._inside(m))
+                self.margins = m
+                self.moves += 1
+                return "moved"
+        self._place(self.start)
+        self.engine.execute(self.fig)
+        self.runs += 1
+        self.cell = None                          # taken again by drawn()
+        return "laid out"
+
+    def drawn(self, renderer) -> None:
+        """After a draw of the engine's layout: take the gaps and the cell from it."""
+        if self.cell is not None:
+            return
+        room = _room(self.ax, renderer)
+        if room is None:
+            return
+        here, box = self.ax.get_position().frozen(), self.ax.get_window_extent(renderer)
+        (below, left), _, self.sizes = room
+        self.gaps = (box.y0 - self.ax.xaxis.label.get_window_extent(renderer).y0 - below,
+                     box.x0 - self.ax.yaxis.label.get_window_extent(renderer).x0 - left)
+        # The engine left the axes the margins measured after its first pass, m1, not those
+        # here, m (they differ when a label beyond the axes moves with them): the cell from m,
+        # then from m1 at the first pass redone in it.
+        m = self._margins(renderer)
+        self.cell = (box.x0 - m[0], box.y0 - m[1], box.x1 + m[2], box.y1 + m[3])
+        m1 = self._margins(renderer, self.start)
+        m1 = self.margins = m1 and self._margins(renderer, self._inside(m1))
+        self._place(here)
+        if m1 is None:
+            self.cell = None
+        else:
+            self.cell = (box.x0 - m1[0], box.y0 - m1[1], box.x1 + m1[2], box.y1 + m1[3])
+
+
 def _simulate(names, N, d, M, options, backward=False, seed=0, causal=False):
     """Run each of ``names`` (their backward passes with ``backward``) at ``(N, d, M)`` on random
     data (under the causal mask with ``causal``); ``{name: (io, io_cost) or None}``."""
@@ -94,7 +246,10 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
     cheapest and the exact ratios, as the static explorer writes it) and each exact count.
     The curves come from :func:`curves` (cached per ``(N, d)``, pass and mask);
     moving ``M`` only moves the markers, and the figure is kept and its lines updated, never
-    recreated.
+    recreated. The figure is laid out once (matplotlib's constrained layout); a change of ``N``,
+    ``d``, the pass, the mask or the checked algorithms moves the axes only when the room their
+    labels need changes, to where the constrained layout puts them. The label at ``M`` is shown
+    when ``M`` is in the plotted range.
 
     Under it, a "P" slider (1, 2, 4, ..., 256 processors, those ``N`` can share) and the panel
     "across P processors" of the static explorer (:func:`ioattn.explorer.parallel_panel`): at
@@ -256,6 +411,7 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
                            textcoords="offset points", color="#8a5d00", weight="bold",
                            animated=True)
     fig.legend(fontsize="small", loc="outside lower center", ncol=2, frameon=False)
+    layout = _FrozenLayout(fig, ax)
     state: dict = {}
     busy = [False]
 
@@ -322,13 +478,18 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
         now_line.set_xdata([M, M])
         now_text.xy = (M, 0)
         now_text.set_text(f"M = {M:,}")
+        lo, hi = ax.get_xlim()                      # M below the curves: no line, no label
+        now_text.set_visible(lo <= M <= hi)
         state.update(key=key, N=n_, d=d_, M=M, backward=b_, causal=k_, totals=totals, lower=lower,
                      cheapest=best, shown=shown)
-        # Blitting: the curves, axes and legend are drawn (with the layout) only when N, d or
-        # the checked algorithms change; a move of M restores that background and draws the
-        # line at M and the markers (the "animated" artists) on it.
+        # Blitting: the curves, axes and legend are drawn only when N, d, the pass, the mask or
+        # the checked algorithms change (the axes move only when the margins their labels need
+        # change: _FrozenLayout); a move of M restores that background and draws the line at M
+        # and the markers (the "animated" artists) on it.
         if full or "background" not in state:
+            layout.update(canvas.get_renderer())
             canvas.draw()
+            layout.drawn(canvas.get_renderer())
             state["background"] = canvas.copy_from_bbox(fig.bbox)
         else:
             canvas.restore_region(state["background"])

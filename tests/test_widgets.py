@@ -1,0 +1,112 @@
+"""The live explorer's layout: laid out once by matplotlib's constrained layout engine, then
+reused; the axes where a new layout would put them after every change."""
+
+import itertools
+import math
+
+import pytest
+
+pytest.importorskip("ipywidgets")
+
+from matplotlib.layout_engine import ConstrainedLayoutEngine  # noqa: E402
+
+from ioattn.widgets import explorer  # noqa: E402
+
+#: How far (pixels) the axes may be from where a new layout puts them.
+TOL = 0.5
+
+
+def _pixels(fig, bbox):
+    return [v * s for v, s in zip(bbox.extents, (fig.bbox.width, fig.bbox.height) * 2)]
+
+
+def fresh_layout(w):
+    """Where the constrained layout engine puts the explorer's axes in a new figure in the
+    widget's current state (from the axes' first position); the widget is left as it was."""
+    fig = w.figure
+    ax = fig.axes[0]
+    here = ax.get_position().frozen()
+    ax.set_position(ax.get_subplotspec().get_position(fig))
+    ax.set_in_layout(True)
+    ConstrainedLayoutEngine().execute(fig)
+    there = ax.get_position().frozen()
+    ax.set_position(here)
+    ax.set_in_layout(True)
+    return _pixels(fig, there)
+
+
+def here(w):
+    return _pixels(w.figure, w.figure.axes[0].get_position())
+
+
+@pytest.fixture
+def layouts(monkeypatch):
+    """Counts the constrained layouts run."""
+    runs = []
+    run = ConstrainedLayoutEngine.execute
+
+    def counted(self, fig):
+        runs.append(fig)
+        return run(self, fig)
+
+    monkeypatch.setattr(ConstrainedLayoutEngine, "execute", counted)
+    return runs
+
+
+def test_full_redraw_does_not_lay_out_again(layouts):
+    w = explorer(N=4096, d=64, log2_M=12)
+    assert len(layouts) == 1                                   # the first layout
+    first = here(w)
+    changes = [dict(d=128), dict(N=1024), dict(backward=True), dict(causal=True),
+               dict(names=["flash", "standard"]), dict(d=32, N=256), dict(d=256, log2_M=22),
+               dict(backward=False, causal=False, names=None), dict(N=4096, d=64, log2_M=12)]
+    for change in changes:
+        before = w.image.value
+        w.update(**change)
+        assert w.image.value != before                         # each is a full redraw
+    assert len(layouts) == 1
+    w.update(names=["flash", "square_tiling", "standard"])
+    assert here(w) == pytest.approx(first, abs=0.01)           # back where it started
+
+
+def test_axes_where_a_new_layout_puts_them():
+    """Every d (and so every range of M and of the GPU marks), both passes, both masks, M at
+    the low end, at d^2 and at the top (where its label needs room to the right), reached one
+    after another in one widget: the axes within TOL pixels of where the constrained layout
+    engine puts them in a new figure, and of a new widget's."""
+    w = explorer(N=1024, d=64)
+    ds = [16, 32, 64, 128, 256]
+    for k, (d, backward, causal) in enumerate(itertools.product(ds, [False, True],
+                                                                [False, True])):
+        log2_M = [math.log2(d * d) - 4, math.log2(d * d), math.log2(64 * d * d)][k % 3]
+        w.update(N=[256, 1024][k % 2], d=d, backward=backward, causal=causal,
+                 log2_M=log2_M)
+        assert here(w) == pytest.approx(fresh_layout(w), abs=TOL), (d, backward, causal, k)
+        if k in (5, 18):
+            new = explorer(N=[256, 1024][k % 2], d=d, backward=backward, causal=causal,
+                           log2_M=log2_M)
+            assert here(w) == pytest.approx(here(new), abs=TOL)
+
+
+def test_layout_follows_the_tick_labels():
+    """Wider tick labels (10^10 against 10^9) move the axes right; back, they return."""
+    w = explorer(N=256, d=16)
+    first = here(w)
+    w.update(N=65536, d=256)                       # I/O up to 10^11
+    moved = here(w)
+    assert moved[0] > first[0] + 1
+    assert moved == pytest.approx(fresh_layout(w), abs=TOL)
+    w.update(N=256, d=16)
+    assert here(w) == pytest.approx(first, abs=TOL)
+
+
+def test_M_below_the_curves_leaves_the_axes_alone():
+    """With M left of the plotted range (no line at M to label), the axes are where they are
+    at M = d^2."""
+    w = explorer(N=4096, d=256)
+    at_d2 = here(w)
+    w.update(log2_M=5)
+    assert w.state["M"] == 32
+    w.update(backward=True)                        # a full redraw at that M
+    assert here(w) == pytest.approx(at_d2, abs=TOL)
+    assert here(w) == pytest.approx(fresh_layout(w), abs=TOL)
