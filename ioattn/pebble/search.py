@@ -54,6 +54,11 @@ size forces: admissible and consistent, so the first complete game taken off the
 optimal. Ties in the queue go to the state pushed last (depth first), which finds the goal in
 the last layer of equal cost much sooner than ordering by the heuristic.
 
+:func:`min_io` runs this search compiled to machine code (:mod:`ioattn.pebble.compiled`, with
+Numba) unless told ``engine="python"``, which runs it as written here: the reference the compiled
+search is tested against. The queue's order (least ``f``, then the state pushed last) is total, so
+both expand the same states in the same order and find the same optimal game.
+
 References
 ----------
 .. [HK] J.-W. Hong, H. T. Kung, "I/O complexity: the red-blue pebble game", STOC 1981.
@@ -84,12 +89,27 @@ class SearchLimitError(RuntimeError):
     """The exact search gave up: it expanded ``max_states`` states or ran past its time limit.
 
     Attributes ``states`` (states expanded), ``seconds`` (time spent) and ``bound`` (the least
-    f-value still open: a proven lower bound on the optimum).
+    f-value still open: a proven lower bound on the optimum); ``generated`` (distinct states
+    reached) and ``memory`` (bytes of the compiled search's arrays) where known, else None.
     """
 
-    def __init__(self, message: str, states: int, seconds: float, bound: int):
+    def __init__(self, message: str, states: int, seconds: float, bound: int, *,
+                 generated: int | None = None, memory: int | None = None):
         self.states, self.seconds, self.bound = states, seconds, bound
+        self.generated, self.memory = generated, memory
         super().__init__(message)
+
+
+def _limit_error(n: int, M: int, expanded: int, elapsed: float, f: int, max_states: int,
+                 time_limit, **extra) -> SearchLimitError:
+    """The error of a search that gave up after ``expanded`` states, with ``f`` the least open
+    f-value."""
+    why = (f"expanded max_states = {max_states} states" if expanded >= max_states
+           else f"ran past time_limit = {time_limit} s")
+    return SearchLimitError(
+        f"exact search gave up: it {why} ({expanded} states explored in {elapsed:.1f} s; the "
+        f"optimum is at least {f}): the instance (a graph of {n} vertices with M = {M}) is too "
+        "large for exact search", expanded, elapsed, f, **extra)
 
 
 @dataclass(frozen=True)
@@ -117,6 +137,11 @@ class Optimum:
         The heuristic at the start, a lower bound on ``io``: the number of outputs plus the
         number of inputs they depend on (outputs that are inputs excepted), plus reads of
         computed values that ``M`` forces.
+    engine : str
+        The engine that searched: ``"compiled"`` or ``"python"`` (see :func:`min_io`).
+    memory : int
+        Bytes of the compiled search's arrays (its table of states, queue and memos) at the end;
+        0 for the Python engine.
     """
 
     io: int
@@ -128,10 +153,17 @@ class Optimum:
     writes: int = 0
     generated: int = 0
     lower_bound: int = 0
+    engine: str = "python"
+    memory: int = 0
+
+
+#: The engines of :func:`min_io`.
+ENGINES = ("compiled", "python")
 
 
 def min_io(graph: Graph, M: int, *, max_states: int = 2_000_000, time_limit: float | None = None,
-           max_vertices: int = MAX_VERTICES, progress: bool | None = None) -> Optimum:
+           max_vertices: int = MAX_VERTICES, progress: bool | None = None,
+           engine: str = "compiled") -> Optimum:
     """The exact minimum I/O of the red-blue pebble game [HK]_ on ``graph`` with ``M`` red pebbles.
 
     The game is Hong and Kung's: reads and writes cost one I/O each, computes and deletes are
@@ -158,6 +190,13 @@ def min_io(graph: Graph, M: int, *, max_states: int = 2_000_000, time_limit: flo
         A tqdm progress bar on stderr counting expanded states and showing the least open
         f-value (a lower bound on the optimum): ``True`` always, ``False`` never, ``None`` (the
         default) only once the search has run for two seconds.
+    engine : {"compiled", "python"}, optional
+        ``"compiled"`` (the default): the search compiled to machine code by Numba
+        (:mod:`ioattn.pebble.compiled`), compiled on the first call of a process (or loaded
+        from Numba's on-disk cache). ``"python"``: the same search in pure Python, the
+        reference the compiled one is tested against. Both expand the same states in the same
+        order and return the same optimum; the compiled search falls back to the Python one
+        where Numba cannot be imported or the graph has more than 64 vertices.
 
     Returns
     -------
@@ -195,6 +234,9 @@ def min_io(graph: Graph, M: int, *, max_states: int = 2_000_000, time_limit: flo
         raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
     if progress not in (None, True, False):
         raise TypeError(f"progress must be None, True or False, got {progress!r}")
+    if not isinstance(engine, str) or engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(map(repr, ENGINES))}, "
+                         f"got {engine!r}")
     need = graph.max_in_degree + 1
     if M < need:
         widest = max(graph.order, key=lambda v: len(graph.parents(v)))
@@ -206,7 +248,13 @@ def min_io(graph: Graph, M: int, *, max_states: int = 2_000_000, time_limit: flo
             f"the graph has {len(graph)} vertices, more than max_vertices = {max_vertices}: "
             "exact search is exponential in the size of the graph and would not finish; "
             "pass a larger max_vertices to try anyway")
-    return _Search(graph, M).run(max_states, time_limit, progress)
+    search = _Search(graph, M)
+    if engine == "compiled" and len(graph) <= 64:
+        from . import compiled
+
+        if compiled.available():
+            return compiled.run(search, max_states, time_limit, progress)
+    return search.run(max_states, time_limit, progress)
 
 
 # ---------------------------------------------------------------------------------------- search
@@ -461,14 +509,8 @@ class _Search:
                         bar.set_postfix(f=f, refresh=False)
                     if expanded >= max_states or (time_limit is not None
                                                   and elapsed > time_limit):
-                        why = (f"expanded max_states = {max_states} states"
-                               if expanded >= max_states
-                               else f"ran past time_limit = {time_limit} s")
-                        raise SearchLimitError(
-                            f"exact search gave up: it {why} ({expanded} states explored in "
-                            f"{elapsed:.1f} s; the optimum is at least {f}): the instance (a "
-                            f"graph of {n} vertices with M = {M}) is too large for exact search",
-                            expanded, elapsed, f)
+                        raise _limit_error(n, M, expanded, elapsed, f, max_states, time_limit,
+                                           generated=len(best))
 
                 _, last, fresh, undone = parent[key]
                 if undone >= 0:
@@ -577,7 +619,20 @@ class _Search:
                 bar.set_postfix(f=f, refresh=False)
                 bar.close()
 
-        moves = [(kind, self.graph.order[i]) for kind, i in self.rebuild(key, parent)]
+        chain = []
+        while key is not None:
+            pkey, step, _, _ = parent[key]
+            if step is not None:
+                chain.append(((pkey & low_mask, pkey >> n), step))
+            key = pkey
+        chain.reverse()
+        return self.result(chain, g, expanded, len(best), h0, start)
+
+    def result(self, chain: list, g: int, expanded: int, generated: int, h0: int, start: float,
+               **extra) -> Optimum:
+        """The :class:`Optimum` of a goal of cost ``g`` reached by ``chain`` (see
+        :meth:`rebuild`)."""
+        moves = [(kind, self.graph.order[i]) for kind, i in self.rebuild(chain)]
         # the closure computes whatever it can while a slot is free; drop those never used
         moves = without_idle_computes(self.graph, moves)
         reads = sum(kind == "read" for kind, _ in moves)
@@ -585,21 +640,20 @@ class _Search:
         if reads + writes != g:  # pragma: no cover - a bug, not a user error
             raise AssertionError(f"rebuilt game has I/O {reads + writes}, the search found {g}")
         return Optimum(io=g, moves=moves, states=expanded, seconds=time.perf_counter() - start,
-                       M=M, reads=reads, writes=writes, generated=len(best), lower_bound=h0)
+                       M=self.M, reads=reads, writes=writes, generated=generated,
+                       lower_bound=h0, **extra)
 
-    def rebuild(self, key: int, parent: dict) -> list:
-        """The moves ``(kind, index)`` from the start to ``key``, every delete explicit."""
-        chain = []
-        while key is not None:
-            pkey, step, _, _ = parent[key]
-            if step is not None:
-                chain.append((pkey, step))
-            key = pkey
-        n = self.n
+    def rebuild(self, chain: list) -> list:
+        """The moves ``(kind, index)`` of the search steps ``chain``, every delete explicit.
+
+        ``chain`` lists the steps from the start to the goal as pairs ``((red, blue), (x, u,
+        spill, is_read))``: in the state ``(red, blue)``, place ``x`` (read if ``is_read``,
+        else compute) evicting ``u`` (``-1``: none; written first if ``spill``); each step is
+        followed by the closure (:meth:`close`), as is the start.
+        """
         moves: list = []
         self.close(0, self.inp, moves)
-        for pkey, (x, u, spill, is_read) in reversed(chain):
-            red, blue = pkey & ((1 << n) - 1), pkey >> n
+        for (red, blue), (x, u, spill, is_read) in chain:
             if u >= 0:
                 if spill:
                     moves.append(("write", u))

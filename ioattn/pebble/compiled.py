@@ -1,0 +1,874 @@
+"""The exact pebbling search of :mod:`ioattn.pebble.search`, compiled to machine code with Numba.
+
+:func:`run` performs the same A* search as :meth:`ioattn.pebble.search._Search.run`, whose
+exactness the module docstring of :mod:`ioattn.pebble.search` proves: the same canonical moves
+(one placement -- a read or a compute -- with its eviction, plain or spilled (rules 1 and 2),
+then the deterministic closure of rules 3-5; no fresh plain eviction (rule 6) and no undoing an
+eviction (rule 7), both read off the parent record; no dominated read (rule 8)), the same
+admissible and consistent heuristic (``_Search.needed``: the pending outputs, the needed inputs,
+and the term ``E`` over the tight and deep families, with its memo of ``assembles``), and the same
+order of expansion: least ``f = g + h`` first, ties to the state pushed last. That order is
+total, so both engines expand the same states in the same order and return the same optimum
+(``tests/pebble/test_compiled.py`` checks states expanded and I/O on many graphs). Only the
+representation differs.
+
+State layout (``n <= 64`` vertices; a set of vertices is a ``uint64`` bit mask, bit ``i`` for
+``graph.order[i]``):
+
+- *Table*: the states themselves, by open addressing with linear probing on a hash of ``(red,
+  blue)``; a slot is three ``uint64`` words, 24 bytes: ``red``, ``blue`` and a word packing
+  ``g`` (13 bits: the least cost found; every ``g`` and ``f`` stays below 2**13, see
+  :func:`_search`), *expanded* (1 bit: the cost is final, as the Python search's negative
+  ``best``), the step that reached the state at that cost -- ``x`` placed (6 bits), ``u``
+  evicted (7 bits, 64 for none), spill, read, and *same* (the closure did nothing), from which
+  rules 6 and 7 read ``fresh`` and ``undone`` -- and the parent's slot plus one (34 bits, 0 at
+  the start). An empty slot is all zeros. The table holds at most 70% of its slots, and at
+  least about 35% once it has grown.
+- *Queue*: the Python search orders its heap by ``(f, -counter)``: least ``f`` first and, within
+  an ``f``, the entry pushed last. So does a stack per value of ``f`` (a bucket queue), with
+  pushes and pops in constant time: nodes ``(slot int32, g int16, next int32)``, 10 bytes, in a
+  pool with a free list; ``heads[f]`` is the top of the stack of ``f``. As in the Python search,
+  an entry whose ``g`` is no longer its state's (or whose state was expanded) is stale and
+  skipped when popped.
+- *Memo* of ``assembles(v, red)``, keyed by ``v`` and the red non-input ancestors of ``v`` (a
+  ``uint64`` key and a byte holding ``v + 1`` and the answer), and a scratch table for the
+  recursion of ``_assemble`` (stamped with the call, so never cleared). Both are caches: an
+  insert into a full one is dropped (and the table grown before the next expansion).
+
+Every array doubles when it runs short (the table is rehashed, and the slots named by parents and
+queue entries renumbered). The compiled function :func:`_step` expands states until a check point
+(a number of expansions), the goal, or an array that might not hold the next expansion's
+successors; it then returns to Python, which checks ``max_states`` and the clock, updates the
+progress bar and grows the arrays, as the Python search does every 1024 states. ``Optimum.memory``
+(and ``SearchLimitError.memory``) is the size of all these arrays at the end.
+
+Numba compiles the kernels on first use (never when :mod:`ioattn` is imported) and caches the
+machine code on disk where it can write (``__pycache__`` beside this file, or Numba's user cache);
+where no cache location is writable (a read-only installation, a sandbox), it compiles in memory.
+Without Numba, :func:`available` is False and :func:`ioattn.pebble.min_io` uses the Python
+search.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from .search import (
+    PROGRESS_AFTER,
+    Optimum,
+    _limit_error,
+    _progress_bar,
+    _Search,
+)
+
+__all__ = ["MAX_VERTICES", "available", "compile_seconds", "run"]
+
+#: The most vertices the compiled search takes: a state's masks are 64-bit words.
+MAX_VERTICES = 64
+
+# _step's answers
+_CHECK, _GOAL, _GROW, _EMPTY = 0, 1, 2, 3
+# slots of the counter array ``ctr``
+(_EXPANDED, _COUNT, _FREE, _POOL, _QSIZE, _FMIN, _PENDING, _LAST_F, _GOAL_AT, _MEMO_COUNT,
+ _MEMO_FULL, _SC_GEN, _SC_FULL, _BAD_F) = range(14)
+_CTR = 14
+_NONE = 64                  # the field u of a record when nothing was evicted
+
+_U0 = np.uint64(0)
+_U1 = np.uint64(1)
+_U7 = np.uint64(7)
+_U63 = np.uint64(63)
+_U127 = np.uint64(127)
+_GMASK = np.uint64((1 << 13) - 1)       # a record's third word: g (13 bits),
+_DONE = np.uint64(1 << 13)              # expanded (1 bit),
+_S14 = np.uint64(14)                    # x (6 bits),
+_S20 = np.uint64(20)                    # u (7 bits),
+_S27 = np.uint64(27)                    # spill | read << 1 | same << 2 (3 bits)
+_S30 = np.uint64(30)                    # and parent + 1 (34 bits)
+_H1 = np.uint64(0x9E3779B97F4A7C15)
+_H2 = np.uint64(0xC2B2AE3D27D4EB4F)
+_H3 = np.uint64(0xBF58476D1CE4E5B9)
+_S29 = np.uint64(29)
+_S31 = np.uint64(31)
+
+
+# ------------------------------------------------------------------------------ bit intrinsics
+def _popcount(typingctx, x):
+    """The number of set bits of a uint64 (LLVM's ctpop)."""
+    from numba import types
+
+    def codegen(context, builder, signature, args):
+        return builder.ctpop(args[0])
+    return types.int64(types.uint64), codegen
+
+
+def _low(typingctx, x):
+    """The index of the lowest set bit of a non-zero uint64 (LLVM's cttz)."""
+    from llvmlite import ir
+    from numba import types
+
+    def codegen(context, builder, signature, args):
+        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 1))
+    return types.int64(types.uint64), codegen
+
+
+def _prefetch(typingctx, array, index):
+    """Ask the memory for ``array[index]`` ahead of use (LLVM's prefetch, for reading)."""
+    from llvmlite import ir
+    from numba import types
+    from numba.core import cgutils
+
+    def codegen(context, builder, signature, args):
+        kind = signature.args[0]
+        data = context.make_array(kind)(context, builder, args[0])
+        pointer = cgutils.get_item_pointer(context, builder, kind, data, [args[1]],
+                                           wraparound=False)
+        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        function = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+            "llvm.prefetch.p0")
+        builder.call(function, [builder.bitcast(pointer, i8p), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+    return types.void(array, types.int64), codegen
+
+
+def _high(typingctx, x):
+    """The index of the highest set bit of a non-zero uint64 (63 minus LLVM's ctlz)."""
+    from llvmlite import ir
+    from numba import types
+
+    def codegen(context, builder, signature, args):
+        lead = builder.ctlz(args[0], ir.Constant(ir.IntType(1), 1))
+        return builder.sub(ir.Constant(ir.IntType(64), 63), lead)
+    return types.int64(types.uint64), codegen
+
+
+# ---------------------------------------------------------------------------- the game's canon
+def _hash(a, b):
+    """A 64-bit hash of two words (multiply and xor-shift mixing)."""
+    h = a * _H1 ^ b * _H2
+    h ^= h >> _S31
+    h *= _H3
+    h ^= h >> _S29
+    return h
+
+
+def _live(pending, anc):
+    """The vertices of use while the outputs ``pending`` are still to be written (rule 4)."""
+    lv = _U0
+    while pending:
+        lv |= anc[_low(pending)]
+        pending &= pending - _U1
+    return lv
+
+
+def _close(red, blue, M, inp, out, anc, pm):
+    """``_Search.close`` (rules 3-5): ``(red, blue, writes made)``."""
+    writes = 0
+    live = _live(out & ~blue, anc)
+    while True:
+        ready = out & red & ~blue
+        if ready:                                   # rule 3
+            blue |= ready & (~ready + _U1)
+            writes += 1
+            live = _live(out & ~blue, anc)
+            red &= live                             # rule 4
+            continue
+        if _popcount(red) < M:                      # rule 5
+            cand = live & ~red & ~inp
+            i = 0
+            while cand:
+                i = _low(cand)
+                if not pm[i] & ~red:
+                    break
+                cand &= cand - _U1
+            if cand:
+                red |= _U1 << np.uint64(i)
+                continue
+        break
+    blue &= live | out | inp
+    return red, blue, writes
+
+
+def _sc_find(sc_key, sc_stamp, X, gen):
+    """The scratch slot of ``X`` in generation ``gen``: found (its value 0/1) or free (-1)."""
+    mask = sc_key.shape[0] - 1
+    slot = np.int64(_hash(X, _H1) & np.uint64(mask))
+    while sc_stamp[slot] >> 1 == gen:
+        if sc_key[slot] == X:
+            return slot, sc_stamp[slot] & 1
+        slot = (slot + 1) & mask
+    return slot, -1
+
+
+def _assemble(X0, red, M, inp, pm, sc_key, sc_stamp, ctr):
+    """``_Search._assemble(X0, red, {})``, its recursion on an explicit stack, its memo the
+    scratch table (stamped with a generation per call)."""
+    if not X0 & ~red:
+        return True
+    gen = ctr[_SC_GEN] + 1
+    ctr[_SC_GEN] = gen
+    room = sc_key.shape[0] * 9 // 10
+    used = 0
+    cap = 64
+    st_x = np.empty(cap, np.uint64)
+    st_rest = np.empty(cap, np.uint64)
+    st_x[0] = X0
+    st_rest[0] = X0
+    depth = 1
+    ret = -1                     # the value of the frame just popped (-1: none)
+    while depth > 0:
+        X = st_x[depth - 1]
+        result = 0
+        descend = False
+        if ret == 1:             # a y worked
+            result = 1
+        else:
+            rest = st_rest[depth - 1]
+            fits = _popcount(X) <= M
+            while rest:
+                y = _low(rest)
+                ybit = _U1 << np.uint64(y)
+                rest ^= ybit
+                if inp & ybit:
+                    if not fits:
+                        continue
+                    child = X ^ ybit
+                else:
+                    both = X | pm[y]
+                    if _popcount(both) > M:
+                        continue
+                    child = both ^ ybit
+                if not child & ~red:
+                    result = 1
+                    break
+                slot, known = _sc_find(sc_key, sc_stamp, child, gen)
+                if known == 1:
+                    result = 1
+                    break
+                if known == 0:
+                    continue
+                st_rest[depth - 1] = rest
+                if depth == cap:
+                    cap *= 2
+                    grown = np.empty(cap, np.uint64)
+                    grown[:depth] = st_x[:depth]
+                    st_x = grown
+                    grown = np.empty(cap, np.uint64)
+                    grown[:depth] = st_rest[:depth]
+                    st_rest = grown
+                st_x[depth] = child
+                st_rest[depth] = child
+                depth += 1
+                descend = True
+                break
+        if descend:
+            ret = -1
+            continue
+        slot, known = _sc_find(sc_key, sc_stamp, X, gen)
+        if used < room:
+            sc_key[slot] = X
+            sc_stamp[slot] = gen << 1 | result
+            used += 1
+        else:
+            ctr[_SC_FULL] = 1
+        depth -= 1
+        ret = result
+    return ret == 1
+
+
+def _assembles(v, red, M, inp, pm, anc, mem):
+    """``_Search.assembles``: its memo an open-addressing table keyed by ``(v, red)``."""
+    m_key, m_info, sc_key, sc_stamp, ctr = mem
+    red &= anc[v] & ~inp
+    mask = m_key.shape[0] - 1
+    tag = v + 1
+    slot = np.int64(_hash(red, np.uint64(tag)) & np.uint64(mask))
+    while m_info[slot]:
+        if m_key[slot] == red and (m_info[slot] & 127) == tag:
+            return m_info[slot] >> 7 == 1
+        slot = (slot + 1) & mask
+    ok = _assemble(pm[v], red, M, inp, pm, sc_key, sc_stamp, ctr)
+    if (ctr[_MEMO_COUNT] + 1) * 10 <= m_key.shape[0] * 9:
+        m_key[slot] = red
+        m_info[slot] = tag | (128 if ok else 0)
+        ctr[_MEMO_COUNT] += 1
+    else:
+        ctr[_MEMO_FULL] = 1
+    return ok
+
+
+def _tight_cost(red, blue, seen, M, inp, out, pm, anc, tight, deep, mem):
+    """``_Search.tight_cost``: the term ``E`` of the heuristic."""
+    e = 0
+    d = 0
+    done = red | blue
+    ends = blue | out
+    for k in range(tight.shape[0]):
+        v = tight[k, 0]
+        ops = tight[k, 1]
+        if seen & v and not done & v and ops & ~red:
+            e += 1 if ops & ends else 2
+    for k in range(deep.shape[0]):
+        vbit = deep[k, 0]
+        if seen & vbit and not done & vbit and not _assembles(
+                np.int64(deep[k, 1]), red, M, inp, pm, anc, mem):
+            d += 1 if deep[k, 2] & ends else 2
+    return e if e > d else d
+
+
+def _needed(red, blue, M, inp, out, pm, anc, tight, deep, mem):
+    """``_Search.needed``: ``(h, seen, E)``."""
+    pending = out & ~blue
+    front = pending & ~red
+    h = _popcount(pending)
+    if not front:
+        return h, _U0, 0
+    seen = front
+    closed = red | blue
+    while front:
+        i = _high(front)
+        front ^= _U1 << np.uint64(i)
+        new = pm[i] & ~seen
+        if new:
+            seen |= new
+            front |= new & ~closed
+    e = 0
+    if tight.shape[0] or deep.shape[0]:
+        e = _tight_cost(red, blue, seen, M, inp, out, pm, anc, tight, deep, mem)
+    return h + _popcount(seen & inp & ~red) + e, seen, e
+
+
+# ------------------------------------------------------------------------------------------ A*
+def _find(rec, r, b, hh):
+    """The slot of the state ``(r, b)`` of hash ``hh`` in the table ``rec``, and whether it is
+    there (if not, the slot is where it goes)."""
+    tmask = rec.shape[0] // 3 - 1
+    slot = np.int64(hh & np.uint64(tmask))
+    while True:
+        if rec[3 * slot + 2] == _U0:
+            return slot, False
+        if rec[3 * slot] == r and rec[3 * slot + 1] == b:
+            return slot, True
+        slot = (slot + 1) & tmask
+
+
+def _step(stop_at, M, inp, out, related, pm, anc, tight, deep, mem, rec, heads, q_id, q_g,
+          q_next):
+    """Expand states (``_Search.run``'s loop) until ``ctr[_EXPANDED]`` reaches ``stop_at``
+    (``_CHECK``: the state counted last is left in ``ctr[_PENDING]``, to be expanded on the next
+    call), the goal is popped (``_GOAL``), a table is short of room for an expansion
+    (``_GROW``), or the queue is empty (``_EMPTY``).
+
+    An expansion lists its successors first (the closure applied, in the Python search's
+    order), asking the memory for their table slots ahead of use, then takes them in order as
+    the Python search does."""
+    ctr = mem[4]
+    n = pm.shape[0]
+    margin = 2 * n * M + 2                  # successors of one state: at most n x 2M
+    tmask = rec.shape[0] // 3 - 1
+    n_heads = heads.shape[0]
+    room = (rec.shape[0] // 3 * 7) // 10
+    b_r = np.empty(margin, np.uint64)       # the successors of the state being expanded
+    b_b = np.empty(margin, np.uint64)
+    b_h = np.empty(margin, np.uint64)
+    b_x = np.empty(margin, np.int64)
+    b_u = np.empty(margin, np.int64)
+    b_fl = np.empty(margin, np.int64)
+    b_g = np.empty(margin, np.int64)
+    b_hx = np.empty(margin, np.int64)
+    expanded = ctr[_EXPANDED]
+    count = ctr[_COUNT]
+    free_node = ctr[_FREE]
+    pool = ctr[_POOL]
+    qsize = ctr[_QSIZE]
+    fmin = ctr[_FMIN]
+    pending = ctr[_PENDING]
+    status = _EMPTY
+    while True:
+        if pending < 0:
+            if qsize == 0:
+                status = _EMPTY
+                break
+            while heads[fmin] < 0:
+                fmin += 1
+            node = heads[fmin]
+            heads[fmin] = q_next[node]
+            q_next[node] = free_node
+            free_node = node
+            qsize -= 1
+            sid = np.int64(q_id[node])
+            g = np.int64(q_g[node])
+            ctr[_LAST_F] = fmin
+            meta = rec[3 * sid + 2]
+            if meta & _DONE or np.int64(meta & _GMASK) != g:
+                continue                    # stale: pushed again at a lower cost since
+            if not out & ~rec[3 * sid + 1]:
+                ctr[_GOAL_AT] = sid
+                status = _GOAL
+                break
+            rec[3 * sid + 2] = meta | _DONE
+            expanded += 1
+            pending = sid
+            if expanded >= stop_at:
+                status = _CHECK
+                break
+        if (count + margin > room or qsize + margin > q_id.shape[0]
+                or 2 * ctr[_MEMO_COUNT] > mem[0].shape[0] or ctr[_MEMO_FULL] or ctr[_SC_FULL]):
+            status = _GROW
+            break
+
+        # ------------------------------------------------------------ expand the record `sid`
+        sid = pending
+        pending = -1
+        red = rec[3 * sid]
+        blue = rec[3 * sid + 1]
+        meta = rec[3 * sid + 2]
+        g = np.int64(meta & _GMASK)
+        last_x = np.int64(meta >> _S14 & _U63)
+        last_u = np.int64(meta >> _S20 & _U127)
+        flags = np.int64(meta >> _S27 & _U7)
+        fresh = last_x if flags & 4 else -1
+        undone = last_u if flags & 4 and not flags & 1 and last_u != _NONE else -1
+        keep = _U0
+        if undone >= 0:
+            # rule 7: re-placing `undone` may only evict what the parent could not have
+            # evicted instead of it when placing x: an operand of a computed x, or x itself
+            keep = _U1 << np.uint64(last_x)
+            if not flags & 2:
+                keep |= red & pm[last_x]
+        hs, seen, es = _needed(red, blue, M, inp, out, pm, anc, tight, deep, mem)
+        pend = out & ~blue
+        live = _live(pend, anc)
+        free = _popcount(red) < M
+        cand = live & ~red
+        xs = cand & blue
+        comp = _U0
+        if not free:
+            c = cand & ~inp
+            while c:
+                i = _low(c)
+                c &= c - _U1
+                if not pm[i] & ~red:
+                    comp |= _U1 << np.uint64(i)
+            xs |= comp
+        # the successors (x placed, u evicted, flags spill | read << 1 | same << 2), in the
+        # Python search's order
+        k = 0
+        while xs:
+            x = _low(xs)
+            low = _U1 << np.uint64(x)
+            xs ^= low
+            must_close = free or (low & pend) != 0
+            hx = hs - 1 if seen & inp & low else hs
+            k0 = k
+            if free:
+                b_u[k] = -1
+                b_fl[k] = 2
+                k += 1
+            else:
+                ops = pm[x]
+                for group in range(2):
+                    if comp & low:
+                        if group == 0:              # compute, evicting a non-operand
+                            e = red & ~ops
+                            is_read = 0
+                        elif blue & low:            # read, evicting an operand (rule 8)
+                            e = red & ops
+                            is_read = 1
+                        else:
+                            break
+                    elif group == 0:
+                        e = red
+                        is_read = 1
+                    else:
+                        break
+                    if x == undone:
+                        e &= keep
+                    while e:
+                        u = _low(e)
+                        e &= e - _U1
+                        if u != fresh:              # rule 6
+                            b_u[k] = u
+                            b_fl[k] = is_read << 1
+                            k += 1
+                        if not blue & (_U1 << np.uint64(u)):    # rule 2: spill if not blue
+                            b_u[k] = u
+                            b_fl[k] = is_read << 1 | 1
+                            k += 1
+            for j in range(k0, k):
+                u = b_u[j]
+                spill = b_fl[j] & 1
+                if u < 0:
+                    r = red | low
+                    b = blue
+                else:
+                    ubit = _U1 << np.uint64(u)
+                    r = red ^ ubit | low
+                    b = blue | ubit if spill else blue
+                w = 0
+                same = True
+                if must_close:
+                    r2, b2, w = _close(r, b, M, inp, out, anc, pm)
+                    same = r2 == r and b2 == b
+                    r = r2
+                    b = b2
+                b_r[j] = r
+                b_b[j] = b
+                b_x[j] = x
+                b_hx[j] = hx
+                b_g[j] = g + (b_fl[j] >> 1) + spill + w
+                if same:
+                    b_fl[j] |= 4
+                hh = _hash(r, b)
+                b_h[j] = hh
+                slot = 3 * np.int64(hh & np.uint64(tmask))
+                _prefetch(rec, slot)
+                _prefetch(rec, slot + 2)
+        for j in range(k):
+            r2 = b_r[j]
+            b2 = b_b[j]
+            g2 = b_g[j]
+            s2, there = _find(rec, r2, b2, b_h[j])
+            if there:
+                old = rec[3 * s2 + 2]
+                if old & _DONE or np.int64(old & _GMASK) <= g2:
+                    continue
+            else:
+                count += 1
+                rec[3 * s2] = r2
+                rec[3 * s2 + 1] = b2
+            x = b_x[j]
+            u = b_u[j]
+            fl = b_fl[j]
+            rec[3 * s2 + 2] = (np.uint64(g2) | np.uint64(x) << _S14
+                               | np.uint64(u if u >= 0 else _NONE) << _S20
+                               | np.uint64(fl) << _S27 | np.uint64(sid + 1) << _S30)
+            # h of the new state from hs, as in the Python search
+            low = _U1 << np.uint64(x)
+            ubit = _U1 << np.uint64(u) if u >= 0 else _U0
+            spill = fl & 1
+            rel = related
+            if not fl & 4:
+                h2 = _needed(r2, b2, M, inp, out, pm, anc, tight, deep, mem)[0]
+                rel = _U0
+            elif u < 0 or spill or not seen & ubit:
+                h2 = b_hx[j]
+            elif blue & ubit:
+                h2 = b_hx[j] + (1 if inp & ubit else 0)
+            else:
+                h2 = _needed(r2, b2, M, inp, out, pm, anc, tight, deep, mem)[0]
+                rel = _U0
+            if rel and (low | ubit) & rel:
+                h2 += _tight_cost(r2, b2, seen, M, inp, out, pm, anc, tight, deep, mem) - es
+            f2 = g2 + h2
+            if f2 >= n_heads:               # (cannot happen: see _search)
+                ctr[_BAD_F] = f2
+                f2 = n_heads - 1
+            if free_node >= 0:
+                node = free_node
+                free_node = q_next[node]
+            else:
+                node = pool
+                pool += 1
+            q_id[node] = s2
+            q_g[node] = g2
+            q_next[node] = heads[f2]
+            heads[f2] = node
+            qsize += 1
+            if f2 < fmin:
+                fmin = f2
+    ctr[_EXPANDED] = expanded
+    ctr[_COUNT] = count
+    ctr[_FREE] = free_node
+    ctr[_POOL] = pool
+    ctr[_QSIZE] = qsize
+    ctr[_FMIN] = fmin
+    ctr[_PENDING] = pending
+    return status
+
+
+def _rehash(rec, old, q_id, pool, ctr):
+    """Move the states of the table ``old`` into the empty, larger table ``rec``, and renumber
+    the slots that the records' parents, the queue's entries and ``ctr[_PENDING]`` name."""
+    tmask = rec.shape[0] // 3 - 1
+    moved = np.empty(old.shape[0] // 3, np.int64)
+    for s in range(old.shape[0] // 3):
+        if old[3 * s + 2] != _U0:
+            slot = np.int64(_hash(old[3 * s], old[3 * s + 1]) & np.uint64(tmask))
+            while rec[3 * slot + 2] != _U0:
+                slot = (slot + 1) & tmask
+            rec[3 * slot] = old[3 * s]
+            rec[3 * slot + 1] = old[3 * s + 1]
+            rec[3 * slot + 2] = old[3 * s + 2]
+            moved[s] = slot
+    keep = (_U1 << _S30) - _U1
+    for s in range(rec.shape[0] // 3):
+        meta = rec[3 * s + 2]
+        if meta >> _S30:
+            parent = moved[np.int64(meta >> _S30) - 1]
+            rec[3 * s + 2] = meta & keep | np.uint64(parent + 1) << _S30
+    for node in range(pool):
+        q_id[node] = moved[q_id[node]]
+    if ctr[_PENDING] >= 0:
+        ctr[_PENDING] = moved[ctr[_PENDING]]
+
+
+def _rehash_memo(m_key, m_info, old_key, old_info):
+    """Insert the entries of the old memo table into the empty ``m_key, m_info``."""
+    mask = m_key.shape[0] - 1
+    for j in range(old_key.shape[0]):
+        if old_info[j]:
+            slot = np.int64(_hash(old_key[j], np.uint64(old_info[j] & 127)) & np.uint64(mask))
+            while m_info[slot]:
+                slot = (slot + 1) & mask
+            m_key[slot] = old_key[j]
+            m_info[slot] = old_info[j]
+
+
+# ------------------------------------------------------------------------------- compilation
+_INTRINSICS = ("_popcount", "_low", "_high", "_prefetch")
+_KERNELS = ("_hash", "_live", "_close", "_sc_find", "_assemble", "_assembles", "_tight_cost",
+            "_needed", "_find", "_step", "_rehash", "_rehash_memo")
+_state = {"built": None, "compile_seconds": None}
+
+
+def _jit(function):
+    """``numba.njit`` with the on-disk cache where some cache location is writable; in memory
+    where none is (Numba refuses ``cache=True`` then, when the function is decorated)."""
+    import numba
+
+    try:
+        return numba.njit(cache=True, nogil=True)(function)
+    except RuntimeError:                # "cannot cache function ...: no locator available"
+        return numba.njit(nogil=True)(function)
+
+
+def available() -> bool:
+    """Whether the compiled search can run: Numba imports. The kernels are made Numba functions
+    on the first call (compiled on their first use)."""
+    if _state["built"] is None:
+        try:
+            from numba.extending import intrinsic
+        except ImportError:
+            _state["built"] = False
+            return False
+        space = globals()
+        for name in _INTRINSICS:
+            space[name] = intrinsic(space[name])
+        for name in _KERNELS:
+            space[name] = _jit(space[name])
+        _state["built"] = True
+    return _state["built"]
+
+
+def compile_seconds() -> float:
+    """Make the kernels ready: compile them (or load them from Numba's cache) on the first call,
+    by a search on a tiny graph; return the seconds that took (the same on later calls)."""
+    if _state["compile_seconds"] is None:
+        if not available():
+            raise ImportError("the compiled pebbling search needs numba")
+        from .graph import Graph
+
+        started = time.perf_counter()
+        # (compiling _step compiles every kernel it calls, whatever the graph)
+        g = Graph([("a", "c"), ("b", "c"), ("a", "d"), ("c", "d"), ("b", "e"), ("d", "e"),
+                   ("c", "e")])
+        _search(_Search(g, 4), 10**6, None, False, started)
+        arrays = _Arrays(64, 64)            # the kernels Python calls when tables grow
+        _rehash(np.zeros_like(arrays.rec), arrays.rec, arrays.q_id, 0, arrays.ctr)
+        _rehash_memo(arrays.m_key, arrays.m_info, arrays.m_key.copy(), arrays.m_info.copy())
+        _state["compile_seconds"] = time.perf_counter() - started
+    return _state["compile_seconds"]
+
+
+# -------------------------------------------------------------------------------- the driver
+class _Arrays:
+    """The search's arrays, grown by doubling."""
+
+    def __init__(self, margin: int, f_range: int):
+        size = 1 << max(8, (2 * margin).bit_length())
+        self.rec = np.zeros(3 * _table_size(size), np.uint64)  # (red, blue, meta) per slot
+        self.heads = np.full(f_range, -1, np.int32)         # the stacks' tops, one per f
+        self.q_id = np.zeros(size, np.int32)
+        self.q_g = np.zeros(size, np.int16)
+        self.q_next = np.zeros(size, np.int32)
+        self.m_key = np.zeros(1 << 10, np.uint64)
+        self.m_info = np.zeros(1 << 10, np.uint8)
+        self.sc_key = np.zeros(1 << 10, np.uint64)
+        self.sc_stamp = np.zeros(1 << 10, np.int64)
+        self.ctr = np.zeros(_CTR, np.int64)
+        self.seconds_per_byte = 0.0       # of the table's last growth
+
+    def mem(self):
+        return self.m_key, self.m_info, self.sc_key, self.sc_stamp, self.ctr
+
+    def nbytes(self) -> int:
+        """Bytes of the records, table, queue and memo arrays (capacity, not use)."""
+        return sum(a.nbytes for a in (self.rec, self.heads, self.q_id, self.q_g,
+                                      self.q_next, self.m_key, self.m_info, self.sc_key,
+                                      self.sc_stamp, self.ctr))
+
+    def table_growth(self, margin: int) -> int:
+        """The bytes of the table :meth:`grow` would make (0: it keeps the table)."""
+        need = int(self.ctr[_COUNT]) + margin
+        return 24 * _table_size(need) if 30 * need > 7 * len(self.rec) else 0
+
+    def grow(self, margin: int) -> None:
+        ctr = self.ctr
+        count, qsize = int(ctr[_COUNT]), int(ctr[_QSIZE])
+        need = count + margin
+        if 30 * need > 7 * len(self.rec):
+            started = time.perf_counter()
+            size = _table_size(need)
+            if size > 1 << 31:      # the queue names slots by int32 (a table of 48 GiB)
+                raise MemoryError(f"the search's table would need {size:,} slots")
+            old, self.rec = self.rec, np.zeros(3 * size, np.uint64)
+            _rehash(self.rec, old, self.q_id, int(ctr[_POOL]), ctr)
+            del old
+            self.seconds_per_byte = (time.perf_counter() - started) / (24 * size)
+        if qsize + margin > len(self.q_id):
+            size = len(self.q_id)
+            while qsize + margin > size:
+                size *= 2
+            if size > 1 << 31:      # nodes are named by int32
+                raise MemoryError(f"the search's queue would need {size:,} entries")
+            used = int(ctr[_POOL])
+            for name in ("q_id", "q_g", "q_next"):
+                old = getattr(self, name)
+                setattr(self, name, np.zeros(size, old.dtype))
+                getattr(self, name)[:used] = old[:used]
+        if ctr[_MEMO_FULL] or 2 * ctr[_MEMO_COUNT] > len(self.m_key):
+            size = 2 * len(self.m_key)
+            while 2 * ctr[_MEMO_COUNT] > size:
+                size *= 2
+            old_key, old_info = self.m_key, self.m_info
+            self.m_key, self.m_info = np.zeros(size, np.uint64), np.zeros(size, np.uint8)
+            _rehash_memo(self.m_key, self.m_info, old_key, old_info)
+            ctr[_MEMO_FULL] = 0
+        if ctr[_SC_FULL]:
+            size = 2 * len(self.sc_key)
+            self.sc_key, self.sc_stamp = np.zeros(size, np.uint64), np.zeros(size, np.int64)
+            ctr[_SC_FULL] = 0
+
+
+def _table_size(records: int) -> int:
+    """The least power of two with ``records`` at most 70% of it."""
+    size = 1
+    while 10 * records > 7 * size:
+        size *= 2
+    return size
+
+
+def run(search: _Search, max_states: int, time_limit, progress) -> Optimum:
+    """The compiled counterpart of ``search.run(max_states, time_limit, progress)``: the same
+    search, the same :class:`~ioattn.pebble.search.Optimum` (with ``engine="compiled"``) or
+    :class:`~ioattn.pebble.search.SearchLimitError`. Needs :func:`available` and at most
+    :data:`MAX_VERTICES` vertices.
+
+    ``max_states`` is checked as the Python search checks it; the time limit about every tenth
+    of a second (the Python search: every 1024 states), and when the table must grow, which takes
+    seconds once it holds millions of states: the search gives up then if growing it would end
+    past the limit, at the speed of its last growth. The seconds exclude the one-off compilation
+    (:func:`compile_seconds`)."""
+    if search.n > MAX_VERTICES:
+        raise ValueError(f"the compiled search takes at most {MAX_VERTICES} vertices, "
+                         f"not {search.n}")
+    compile_seconds()
+    return _search(search, max_states, time_limit, progress, time.perf_counter())
+
+
+def _search(search: _Search, max_states: int, time_limit, progress, start) -> Optimum:
+    n, M = search.n, search.M
+    u64 = np.uint64
+    pm = np.array(search.pm, np.uint64)
+    anc = np.array(search.anc, np.uint64)
+    tight = np.array(search.tight, np.uint64).reshape(-1, 2)
+    deep = np.array(search.deep, np.uint64).reshape(-1, 3)
+    inp, out, related = u64(search.inp), u64(search.out), u64(search.tight_related)
+    # the range of f = g + h: computing every vertex once, its operands read and itself
+    # written, is a complete game of I/O at most U = n (max in-degree + 1) <= 64 * 64, so the
+    # optimum, and the f (and g) of every state expanded, is at most U; a successor adds at
+    # most 2 + n to g (a placement, a spill, the closure's writes), and h <= 3n (P and I are
+    # disjoint sets of vertices, E counts at most 2 per vertex of a family). So f < U + 4n + 3
+    # <= 4355, and g fits in 13 bits.
+    f_range = n * (search.graph.max_in_degree + 1) + 4 * n + 3
+    margin = 2 * n * M + 2
+    arrays = _Arrays(margin, f_range)
+
+    red0, blue0, g0 = search.close(0, search.inp)
+    h0 = search.needed(red0, blue0)[0]
+    start_slot = int(_hash(u64(red0), u64(blue0))) % (len(arrays.rec) // 3)
+    # no parent, nothing evicted
+    arrays.rec[3 * start_slot:3 * start_slot + 3] = red0, blue0, g0 | _NONE << 20
+    ctr = arrays.ctr
+    ctr[_COUNT] = 1
+    ctr[_FREE] = -1
+    arrays.q_id[0], arrays.q_g[0], arrays.q_next[0] = start_slot, g0, -1
+    arrays.heads[g0 + h0] = 0
+    ctr[_POOL] = ctr[_QSIZE] = 1
+    ctr[_FMIN] = ctr[_LAST_F] = g0 + h0
+    ctr[_PENDING] = -1
+
+    batch = 1024
+    next_check = min(batch, max_states)
+    bar = _progress_bar() if progress else None
+    try:
+        while True:
+            called = time.perf_counter()
+            status = _step(next_check, M, inp, out, related, pm, anc, tight, deep, arrays.mem(),
+                           arrays.rec, arrays.heads, arrays.q_id, arrays.q_g, arrays.q_next)
+            if ctr[_BAD_F]:  # pragma: no cover - excluded by the bound above
+                raise AssertionError(f"f = {ctr[_BAD_F]} beyond the queue's range")
+            if status == _GOAL:
+                break
+            if status == _GROW:
+                # a large table takes seconds to grow: not when the time limit has passed, or
+                # would pass before the table is grown (at the speed of its last growth)
+                elapsed = time.perf_counter() - start
+                if time_limit is not None and elapsed + arrays.seconds_per_byte * \
+                        arrays.table_growth(margin) > time_limit:
+                    raise _limit_error(n, M, int(ctr[_EXPANDED]), elapsed, int(ctr[_LAST_F]),
+                                       max_states, time_limit, generated=int(ctr[_COUNT]),
+                                       memory=arrays.nbytes())
+                arrays.grow(margin)
+                continue
+            if status == _EMPTY:  # pragma: no cover - M >= max in-degree + 1 allows a game
+                raise AssertionError("the search ran out of states without completing a game")
+            # _CHECK: as the Python search's check every 1024 states, with batches of a tenth
+            # of a second or so
+            expanded, f = int(ctr[_EXPANDED]), int(ctr[_LAST_F])
+            if time.perf_counter() - called < 0.05 and batch < 1 << 22:
+                batch *= 2
+            next_check = min(next_check + batch, max_states)
+            elapsed = time.perf_counter() - start
+            if bar is None and (progress or (progress is None and elapsed > PROGRESS_AFTER)):
+                bar = _progress_bar()
+            if bar is not None:
+                bar.update(expanded - bar.n)
+                bar.set_postfix(f=f, refresh=False)
+            if expanded >= max_states or (time_limit is not None and elapsed > time_limit):
+                raise _limit_error(n, M, expanded, elapsed, f, max_states, time_limit,
+                                   generated=int(ctr[_COUNT]), memory=arrays.nbytes())
+    finally:
+        if bar is not None:
+            bar.update(int(ctr[_EXPANDED]) - bar.n)
+            bar.set_postfix(f=int(ctr[_LAST_F]), refresh=False)
+            bar.close()
+
+    # the path to the goal: (parent state, step) pairs from the start
+    chain = []
+    s = int(ctr[_GOAL_AT])
+    meta = int(arrays.rec[3 * s + 2])
+    g = meta & int(_GMASK)
+    while meta >> 30:
+        p = (meta >> 30) - 1
+        x, u, flags = meta >> 14 & 63, meta >> 20 & 127, meta >> 27 & 7
+        chain.append(((int(arrays.rec[3 * p]), int(arrays.rec[3 * p + 1])),
+                      (x, -1 if u == _NONE else u, flags & 1, flags >> 1 & 1)))
+        meta = int(arrays.rec[3 * p + 2])
+    chain.reverse()
+    return search.result(chain, g, int(ctr[_EXPANDED]), int(ctr[_COUNT]), h0, start,
+                         engine="compiled", memory=arrays.nbytes())
