@@ -16,13 +16,15 @@ State layout (``n <= 64`` vertices; a set of vertices is a ``uint64`` bit mask, 
 ``graph.order[i]``):
 
 - *Table*: the states themselves, by open addressing with linear probing on a hash of ``(red,
-  blue)``; a slot is three ``uint64`` words, 24 bytes: ``red``, ``blue`` and a word packing
-  ``g`` (13 bits: the least cost found; every ``g`` and ``f`` stays below 2**13, see
-  :func:`_search`), *expanded* (1 bit: the cost is final, as the Python search's negative
-  ``best``), the step that reached the state at that cost -- ``x`` placed (6 bits), ``u``
-  evicted (7 bits, 64 for none), spill, read, and *same* (the closure did nothing), from which
-  rules 6 and 7 read ``fresh`` and ``undone`` -- and the parent's slot plus one (34 bits, 0 at
-  the start). An empty slot is all zeros. The table holds at most 70% of its slots, and at
+  blue)``, the canonical form of the state (rule 9); a slot is three ``uint64`` words, 24
+  bytes: ``red``, ``blue`` and a word packing ``g`` (13 bits: the least cost found; every ``g``
+  and ``f`` stays below 2**13, see :func:`_search`), *expanded* (1 bit: the cost is final, as
+  the Python search's negative ``best``), the step that reached the state at that cost -- ``x``
+  placed (6 bits), ``u`` evicted (7 bits, 64 for none), spill, read, and *same* (the closure
+  did nothing), from which rules 6 and 7 read ``fresh`` and ``undone`` --, the automorphism
+  that maps the state as that step reached it to the canonical form (4 bits: the inverse
+  image is the state expanded), and the parent's slot plus one (30 bits, 0 at the start). An
+  empty slot is all zeros. The table holds at most 70% of its slots, and at
   least about 35% once it has grown.
 - *Queue*: the Python search orders its heap by ``(f, -counter)``: least ``f`` first and, within
   an ``f``, the entry pushed last. So does a stack per value of ``f`` (a bucket queue), with
@@ -86,11 +88,16 @@ _DONE = np.uint64(1 << 13)              # expanded (1 bit),
 _S14 = np.uint64(14)                    # x (6 bits),
 _S20 = np.uint64(20)                    # u (7 bits),
 _S27 = np.uint64(27)                    # spill | read << 1 | same << 2 (3 bits)
-_S30 = np.uint64(30)                    # and parent + 1 (34 bits)
+_S30 = np.uint64(30)                    # the automorphism that gives the canonical form of
+#                                         the state its step reached (4 bits, rule 9)
+_S34 = np.uint64(34)                    # and parent + 1 (30 bits)
+_U15 = np.uint64(15)
 _H1 = np.uint64(0x9E3779B97F4A7C15)
 _H2 = np.uint64(0xC2B2AE3D27D4EB4F)
 _H3 = np.uint64(0xBF58476D1CE4E5B9)
 _S29 = np.uint64(29)
+_U8 = np.uint64(8)
+_U255 = np.uint64(255)
 _S31 = np.uint64(31)
 
 
@@ -341,6 +348,35 @@ def _needed(red, blue, M, inp, out, pm, anc, tight, deep, mem):
     return h + _popcount(seen & inp & ~red) + e, seen, e
 
 
+def _image(mask, ptab, k):
+    """The image of the vertex set ``mask`` under the ``k``-th automorphism (its byte tables)."""
+    out = _U0
+    j = 0
+    while mask:
+        out |= ptab[k, j, np.int64(mask & _U255)]
+        mask >>= _U8
+        j += 1
+    return out
+
+
+def _canonical(r, b, ptab):
+    """``Symmetry.canonical``: the least image of ``(r, b)`` (``b`` compared first) and the first
+    automorphism that gives it."""
+    best_r = r
+    best_b = b
+    best = 0
+    for k in range(1, ptab.shape[0]):
+        bb = _image(b, ptab, k)
+        if bb > best_b:
+            continue
+        rr = _image(r, ptab, k)
+        if bb < best_b or rr < best_r:
+            best_r = rr
+            best_b = bb
+            best = k
+    return best_r, best_b, best
+
+
 # ------------------------------------------------------------------------------------------ A*
 def _find(rec, r, b, hh):
     """The slot of the state ``(r, b)`` of hash ``hh`` in the table ``rec``, and whether it is
@@ -356,7 +392,7 @@ def _find(rec, r, b, hh):
 
 
 def _step(stop_at, M, inp, out, related, pm, anc, tight, deep, mem, rec, heads, q_id, q_g,
-          q_next):
+          q_next, ptab, itab):
     """Expand states (``_Search.run``'s loop) until ``ctr[_EXPANDED]`` reaches ``stop_at``
     (``_CHECK``: the state counted last is left in ``ctr[_PENDING]``, to be expanded on the next
     call), the goal is popped (``_GOAL``), a table is short of room for an expansion
@@ -373,6 +409,9 @@ def _step(stop_at, M, inp, out, related, pm, anc, tight, deep, mem, rec, heads, 
     room = (rec.shape[0] // 3 * 7) // 10
     b_r = np.empty(margin, np.uint64)       # the successors of the state being expanded
     b_b = np.empty(margin, np.uint64)
+    b_cr = np.empty(margin, np.uint64)      # ... their canonical forms (rule 9)
+    b_cb = np.empty(margin, np.uint64)
+    b_k = np.empty(margin, np.uint64)       # ... and the automorphism that gives them
     b_h = np.empty(margin, np.uint64)
     b_x = np.empty(margin, np.int64)
     b_u = np.empty(margin, np.int64)
@@ -423,9 +462,13 @@ def _step(stop_at, M, inp, out, related, pm, anc, tight, deep, mem, rec, heads, 
         # ------------------------------------------------------------ expand the record `sid`
         sid = pending
         pending = -1
+        meta = rec[3 * sid + 2]
         red = rec[3 * sid]
         blue = rec[3 * sid + 1]
-        meta = rec[3 * sid + 2]
+        sym = np.int64(meta >> _S30 & _U15)
+        if sym:                                 # the image the recorded step reached (rule 9)
+            red = _image(red, itab, sym)
+            blue = _image(blue, itab, sym)
         g = np.int64(meta & _GMASK)
         last_x = np.int64(meta >> _S14 & _U63)
         last_u = np.int64(meta >> _S20 & _U127)
@@ -522,31 +565,36 @@ def _step(stop_at, M, inp, out, related, pm, anc, tight, deep, mem, rec, heads, 
                 b_g[j] = g + (b_fl[j] >> 1) + spill + w
                 if same:
                     b_fl[j] |= 4
+                r, b, sym = _canonical(r, b, ptab)
+                b_cr[j] = r
+                b_cb[j] = b
+                b_k[j] = sym
                 hh = _hash(r, b)
                 b_h[j] = hh
                 slot = 3 * np.int64(hh & np.uint64(tmask))
                 _prefetch(rec, slot)
                 _prefetch(rec, slot + 2)
         for j in range(k):
-            r2 = b_r[j]
-            b2 = b_b[j]
             g2 = b_g[j]
-            s2, there = _find(rec, r2, b2, b_h[j])
+            s2, there = _find(rec, b_cr[j], b_cb[j], b_h[j])
             if there:
                 old = rec[3 * s2 + 2]
                 if old & _DONE or np.int64(old & _GMASK) <= g2:
                     continue
             else:
                 count += 1
-                rec[3 * s2] = r2
-                rec[3 * s2 + 1] = b2
+                rec[3 * s2] = b_cr[j]
+                rec[3 * s2 + 1] = b_cb[j]
+            fl = b_fl[j]
             x = b_x[j]
             u = b_u[j]
-            fl = b_fl[j]
             rec[3 * s2 + 2] = (np.uint64(g2) | np.uint64(x) << _S14
                                | np.uint64(u if u >= 0 else _NONE) << _S20
-                               | np.uint64(fl) << _S27 | np.uint64(sid + 1) << _S30)
-            # h of the new state from hs, as in the Python search
+                               | np.uint64(fl) << _S27 | b_k[j] << _S30
+                               | np.uint64(sid + 1) << _S34)
+            # h of the new state from hs, as in the Python search (h is equal on images)
+            r2 = b_r[j]
+            b2 = b_b[j]
             low = _U1 << np.uint64(x)
             ubit = _U1 << np.uint64(u) if u >= 0 else _U0
             spill = fl & 1
@@ -604,12 +652,12 @@ def _rehash(rec, old, q_id, pool, ctr):
             rec[3 * slot + 1] = old[3 * s + 1]
             rec[3 * slot + 2] = old[3 * s + 2]
             moved[s] = slot
-    keep = (_U1 << _S30) - _U1
+    keep = (_U1 << _S34) - _U1
     for s in range(rec.shape[0] // 3):
         meta = rec[3 * s + 2]
-        if meta >> _S30:
-            parent = moved[np.int64(meta >> _S30) - 1]
-            rec[3 * s + 2] = meta & keep | np.uint64(parent + 1) << _S30
+        if meta >> _S34:
+            parent = moved[np.int64(meta >> _S34) - 1]
+            rec[3 * s + 2] = meta & keep | np.uint64(parent + 1) << _S34
     for node in range(pool):
         q_id[node] = moved[q_id[node]]
     if ctr[_PENDING] >= 0:
@@ -631,7 +679,7 @@ def _rehash_memo(m_key, m_info, old_key, old_info):
 # ------------------------------------------------------------------------------- compilation
 _INTRINSICS = ("_popcount", "_low", "_high", "_prefetch")
 _KERNELS = ("_hash", "_live", "_close", "_sc_find", "_assemble", "_assembles", "_tight_cost",
-            "_needed", "_find", "_step", "_rehash", "_rehash_memo")
+            "_needed", "_image", "_canonical", "_find", "_step", "_rehash", "_rehash_memo")
 _state = {"built": None, "compile_seconds": None}
 
 
@@ -723,7 +771,7 @@ class _Arrays:
         if 30 * need > 7 * len(self.rec):
             started = time.perf_counter()
             size = _table_size(need)
-            if size > 1 << 31:      # the queue names slots by int32 (a table of 48 GiB)
+            if size > 1 << 29:      # a record names its parent's slot in 30 bits (12 GiB)
                 raise MemoryError(f"the search's table would need {size:,} slots")
             old, self.rec = self.rec, np.zeros(3 * size, np.uint64)
             _rehash(self.rec, old, self.q_id, int(ctr[_POOL]), ctr)
@@ -798,11 +846,15 @@ def _search(search: _Search, max_states: int, time_limit, progress, start) -> Op
     margin = 2 * n * M + 2
     arrays = _Arrays(margin, f_range)
 
+    ptab, itab = search.symmetry.tables, search.symmetry.inverse_tables
+    if len(ptab) > 16:  # pragma: no cover - MAX_SYMMETRIES is 16
+        raise ValueError("a record names one of at most 16 automorphisms")
     red0, blue0, g0 = search.close(0, search.inp)
     h0 = search.needed(red0, blue0)[0]
-    start_slot = int(_hash(u64(red0), u64(blue0))) % (len(arrays.rec) // 3)
+    cr, cb, k0 = search.symmetry.canonical(red0, blue0)
+    start_slot = int(_hash(u64(cr), u64(cb))) % (len(arrays.rec) // 3)
     # no parent, nothing evicted
-    arrays.rec[3 * start_slot:3 * start_slot + 3] = red0, blue0, g0 | _NONE << 20
+    arrays.rec[3 * start_slot:3 * start_slot + 3] = cr, cb, g0 | _NONE << 20 | k0 << 30
     ctr = arrays.ctr
     ctr[_COUNT] = 1
     ctr[_FREE] = -1
@@ -819,7 +871,8 @@ def _search(search: _Search, max_states: int, time_limit, progress, start) -> Op
         while True:
             called = time.perf_counter()
             status = _step(next_check, M, inp, out, related, pm, anc, tight, deep, arrays.mem(),
-                           arrays.rec, arrays.heads, arrays.q_id, arrays.q_g, arrays.q_next)
+                           arrays.rec, arrays.heads, arrays.q_id, arrays.q_g, arrays.q_next,
+                           ptab, itab)
             if ctr[_BAD_F]:  # pragma: no cover - excluded by the bound above
                 raise AssertionError(f"f = {ctr[_BAD_F]} beyond the queue's range")
             if status == _GOAL:
@@ -859,15 +912,20 @@ def _search(search: _Search, max_states: int, time_limit, progress, start) -> Op
             bar.close()
 
     # the path to the goal: (parent state, step) pairs from the start
+    def reached(slot):                  # the state as its recorded step reached it
+        k = int(arrays.rec[3 * slot + 2]) >> 30 & 15
+        inverse = search.symmetry.inverse(k)
+        return tuple(search.symmetry.image_by(inverse, int(arrays.rec[3 * slot + i]))
+                     for i in (0, 1))
+
     chain = []
     s = int(ctr[_GOAL_AT])
     meta = int(arrays.rec[3 * s + 2])
     g = meta & int(_GMASK)
-    while meta >> 30:
-        p = (meta >> 30) - 1
+    while meta >> 34:
+        p = (meta >> 34) - 1
         x, u, flags = meta >> 14 & 63, meta >> 20 & 127, meta >> 27 & 7
-        chain.append(((int(arrays.rec[3 * p]), int(arrays.rec[3 * p + 1])),
-                      (x, -1 if u == _NONE else u, flags & 1, flags >> 1 & 1)))
+        chain.append((reached(p), (x, -1 if u == _NONE else u, flags & 1, flags >> 1 & 1)))
         meta = int(arrays.rec[3 * p + 2])
     chain.reverse()
     return search.result(chain, g, int(ctr[_EXPANDED]), int(ctr[_COUNT]), h0, start,

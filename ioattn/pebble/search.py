@@ -44,6 +44,15 @@ plain search over every move on random small DAGs).
    parent made it, and so on back: the states are reached at no more cost either way.
 8. *Dominated reads.* A read of a vertex whose operands are all red, evicting a non-operand, is
    dropped: the compute leads to the same state for free.
+9. *Mirror images.* An automorphism of the game (:mod:`ioattn.pebble.symmetry`) maps every game
+   to a game of the same I/O, so the least I/O still needed from a state is that of its image.
+   The search keeps one record for each set of images, under the canonical one, holding the
+   image that its best step so far reached; that image is the one expanded, so the recorded
+   steps form a game and rules 6 and 7 read them as they are (the states they argue about are
+   reached, up to an image, at no more cost). The automorphisms used are those that also map
+   the heuristic's families to themselves, so that ``h`` is equal on images and stays
+   consistent on the merged states; rules 1-5 and 8 hold from every state, so merging keeps
+   the optimum.
 
 Rules 3-5 are applied as a deterministic closure after every move, so a search step is one
 placement (with its eviction, plain or spilled) followed by the closure's forced moves.
@@ -74,6 +83,7 @@ from dataclasses import dataclass, field
 from .._validate import as_count
 from .game import without_idle_computes
 from .graph import Graph
+from .symmetry import MAX_SYMMETRIES, Symmetry
 
 __all__ = ["MAX_VERTICES", "Optimum", "SearchLimitError", "min_io"]
 
@@ -139,6 +149,9 @@ class Optimum:
         computed values that ``M`` forces.
     engine : str
         The engine that searched: ``"compiled"`` or ``"python"`` (see :func:`min_io`).
+    symmetries : int
+        The automorphisms of the game the search merged states by (rule 9; 1: the identity
+        alone).
     memory : int
         Bytes of the compiled search's arrays (its table of states, queue and memos) at the end;
         0 for the Python engine.
@@ -155,6 +168,7 @@ class Optimum:
     lower_bound: int = 0
     engine: str = "python"
     memory: int = 0
+    symmetries: int = 1
 
 
 #: The engines of :func:`min_io`.
@@ -163,7 +177,7 @@ ENGINES = ("compiled", "python")
 
 def min_io(graph: Graph, M: int, *, max_states: int = 2_000_000, time_limit: float | None = None,
            max_vertices: int = MAX_VERTICES, progress: bool | None = None,
-           engine: str = "compiled") -> Optimum:
+           engine: str = "compiled", symmetry: bool = True) -> Optimum:
     """The exact minimum I/O of the red-blue pebble game [HK]_ on ``graph`` with ``M`` red pebbles.
 
     The game is Hong and Kung's: reads and writes cost one I/O each, computes and deletes are
@@ -197,6 +211,10 @@ def min_io(graph: Graph, M: int, *, max_states: int = 2_000_000, time_limit: flo
         reference the compiled one is tested against. Both expand the same states in the same
         order and return the same optimum; the compiled search falls back to the Python one
         where Numba cannot be imported or the graph has more than 64 vertices.
+    symmetry : bool, optional
+        Merge states that are mirror images under automorphisms of the game (rule 9 of the
+        module docstring): the same optimum from fewer states where the graph has symmetries
+        (``attention_graph(2, 2)`` has 16). ``False`` searches every state.
 
     Returns
     -------
@@ -248,7 +266,9 @@ def min_io(graph: Graph, M: int, *, max_states: int = 2_000_000, time_limit: flo
             f"the graph has {len(graph)} vertices, more than max_vertices = {max_vertices}: "
             "exact search is exponential in the size of the graph and would not finish; "
             "pass a larger max_vertices to try anyway")
-    search = _Search(graph, M)
+    if symmetry not in (True, False):
+        raise TypeError(f"symmetry must be True or False, got {symmetry!r}")
+    search = _Search(graph, M, symmetry)
     if engine == "compiled" and len(graph) <= 64:
         from . import compiled
 
@@ -262,7 +282,7 @@ class _Search:
     """One exact search. Vertices are their indices in ``graph.order``, sets are bit masks, and
     a state is the key ``blue << n | red``."""
 
-    def __init__(self, graph: Graph, M: int):
+    def __init__(self, graph: Graph, M: int, symmetry: bool = True):
         self.graph, self.M = graph, M
         self.n = len(graph)
         self.pm = graph.parent_masks
@@ -300,6 +320,18 @@ class _Search:
                 related |= region | 1 << v
         self.deep = tuple(deep)
         self.tight_related = related
+        # the automorphisms that map the heuristic's families to themselves (rule 9)
+        self.symmetry = Symmetry(graph, keep=self._keeps_heuristic,
+                                 limit=MAX_SYMMETRIES if symmetry else 1)
+
+    def _keeps_heuristic(self, perm: tuple) -> bool:
+        """Whether the automorphism ``perm`` maps the tight and the deep family (see
+        :meth:`needed`) to themselves, so that ``h`` takes the same value on mirror images."""
+        def image(mask):
+            return sum(1 << perm[i] for i in _bits(mask))
+        tight = {(image(v), image(ops)) for v, ops in self.tight}
+        deep = {(image(vbit), perm[v], image(region)) for vbit, v, region in self.deep}
+        return tight == set(self.tight) and deep == set(self.deep)
 
     # ------------------------------------------------------------------ the game's canon
     def live(self, pending: int) -> int:
@@ -473,15 +505,18 @@ class _Search:
         tight_cost, tight_related = self.tight_cost, self.tight_related
         checking = self.checking
 
+        canonical = self.symmetry.canonical
         red0, blue0, g0 = close(0, inp)
-        key0 = blue0 << n | red0
         h0 = needed(red0, blue0)[0]
+        cr, cb, _ = canonical(red0, blue0)
+        key0 = cb << n | cr
         # best[key]: the least cost found, or -1 - cost once expanded (final: h is consistent)
         best = {key0: g0}
         # parent[key] = (parent key, (x, u, spill, is_read), fresh, undone): the step placed x
         # (read or computed) evicting u (-1: none), written first if spill, then the closure;
         # fresh = x and undone = u (if not spilled) when the closure did nothing (rules 6, 7)
-        parent: dict[int, tuple] = {key0: (None, None, -1, -1)}
+        # (rule 9: keys are canonical; as: the state as that step reached it, the one expanded)
+        parent: dict[int, tuple] = {key0: (None, None, -1, -1, blue0 << n | red0)}
         heap = [(g0 + h0, 0, g0, key0)]
         push, pop = heapq.heappush, heapq.heappop
         counter = expanded = 0
@@ -493,7 +528,8 @@ class _Search:
                 f, _, g, key = pop(heap)
                 if g != best[key]:     # stale: pushed again at a lower cost since
                     continue
-                red, blue = key & low_mask, key >> n
+                _, last, fresh, undone, at = parent[key]
+                red, blue = at & low_mask, at >> n
                 if not out & ~blue:
                     break
                 best[key] = -1 - g
@@ -512,7 +548,6 @@ class _Search:
                         raise _limit_error(n, M, expanded, elapsed, f, max_states, time_limit,
                                            generated=len(best))
 
-                _, last, fresh, undone = parent[key]
                 if undone >= 0:
                     # rule 7: re-placing `undone` may only evict what the parent could not have
                     # evicted instead of it when placing x: an operand of a computed x, or x
@@ -580,13 +615,15 @@ class _Search:
                         else:
                             r2, b2, w, same = r, b, 0, True
                         g2 = g + is_read + spill + w
-                        k2 = b2 << n | r2
+                        # rule 9: one state of each set of mirror images
+                        cr, cb, _ = canonical(r2, b2)
+                        k2 = cb << n | cr
                         old = best.get(k2)
                         if old is not None and (old <= g2 or old < 0):
                             continue
                         best[k2] = g2
                         parent[k2] = (key, (x, u, spill, is_read), x if same else -1,
-                                      u if same and not spill else -1)
+                                      u if same and not spill else -1, b2 << n | r2)
                         # h of the new state from hs: making x red changes nothing else on the
                         # paths (a computed x has all its parents red); an evicted u off the
                         # paths stays off them; one on them that is blue afterwards (spilled,
@@ -608,7 +645,7 @@ class _Search:
                         if related and (low | (1 << u if u >= 0 else 0)) & related:
                             h2 += tight_cost(r2, b2, seen) - es
                         if checking:    # (tests: the shortcut agrees with a full count)
-                            assert h2 == needed(r2, b2)[0], (key, k2, h2)
+                            assert h2 == needed(r2, b2)[0] == needed(cr, cb)[0], (key, k2, h2)
                         counter += 1
                         push(heap, (g2 + h2, -counter, g2, k2))
             else:  # pragma: no cover - M >= max in-degree + 1 always allows a complete game
@@ -621,9 +658,10 @@ class _Search:
 
         chain = []
         while key is not None:
-            pkey, step, _, _ = parent[key]
+            pkey, step, _, _, _ = parent[key]
             if step is not None:
-                chain.append(((pkey & low_mask, pkey >> n), step))
+                at = parent[pkey][4]
+                chain.append(((at & low_mask, at >> n), step))
             key = pkey
         chain.reverse()
         return self.result(chain, g, expanded, len(best), h0, start)
@@ -641,7 +679,7 @@ class _Search:
             raise AssertionError(f"rebuilt game has I/O {reads + writes}, the search found {g}")
         return Optimum(io=g, moves=moves, states=expanded, seconds=time.perf_counter() - start,
                        M=self.M, reads=reads, writes=writes, generated=generated,
-                       lower_bound=h0, **extra)
+                       lower_bound=h0, symmetries=len(self.symmetry), **extra)
 
     def rebuild(self, chain: list) -> list:
         """The moves ``(kind, index)`` of the search steps ``chain``, every delete explicit.

@@ -214,3 +214,10 @@ def test_runs_where_no_cache_location_is_writable(tmp_path):
         OPENBLAS_NUM_THREADS="1")
     assert "package not writable" in out
     assert out.split()[-2:] == ["compiled", "11"]
+
+
+@pytest.mark.parametrize("g, M", [(attention_graph(2, 1), 7), (binary_tree(8), 4),
+                                  (matmul_graph(2, 2, 2), 4)], ids=["attention", "tree", "matmul"])
+def test_same_search_without_merging_mirror_images(g, M):
+    assert both(g, M, symmetry=False).symmetries == 1
+    assert both(g, M).symmetries > 1
