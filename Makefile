@@ -54,6 +54,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/crossovers.py
 	$(BIN)/python benchmarks/pebble.py
 	$(BIN)/python benchmarks/masks.py
+	$(BIN)/python benchmarks/symmetry.py
 
 # The whole test suite before and now, each from a fresh checkout (about 20 minutes on 2 cores).
 bench-tests: $(STAMP) chromium

@@ -6,18 +6,19 @@ of increasing size, ``min_io`` solves each at a few cache sizes: the smallest fe
 largest in-degree plus one), the next two, one in between, and ``M`` = every vertex, within a time
 limit per instance (60 s by default). Each instance runs twice, one engine after the other:
 *before*, the pure-Python search as it was at commit ``--before`` (``benchmarks/sides.py``:
-``ioattn`` from that commit, in a process of its own), and *now*, this tree's default engine,
-the search compiled by Numba, in another process (its one-off compilation happens before, and is
-timed on its own line). A family stops growing at the first graph with an instance the compiled
-search does not finish in time.
+``ioattn`` from that commit, in a process of its own), and *now*, this tree's default engine, the
+search compiled by Numba, in another process (its one-off compilation happens before, and is timed
+on its own line), without merging mirror images (``symmetry=False``), so that it runs the same
+search; ``--merge`` runs it as ``min_io`` does by default, merging them. A family stops growing at
+the first graph with an instance the compiled search does not finish in time.
 
 Columns: vertices, ``M``, the optimum ``Q(G, M)`` found by each (``>= bound`` where a search gave
-up: the lower bound it had proved), whether the optima are equal where both finished (they must
-be: the two engines run the same search and expand the same states), the states each expanded,
-its seconds and states expanded per second, the compiled search's memory per state reached (the
-bytes of its table, queue and memo arrays over the states it reached; shown from 10,000 states)
-and the ratio of the states per second (from 1,000 states expanded). The memory of the Python
-search per state is measured once, by ``tracemalloc``, on one instance.
+up: the lower bound it had proved), whether the optima (and, without ``--merge``, the states
+expanded) are equal where both finished (they must be: the two engines run the same search), the
+states each expanded, its seconds and states expanded per second, the compiled search's memory per
+state reached (the bytes of its table, queue and memo arrays over the states it reached; shown from
+10,000 states) and the ratio of the states per second (from 1,000 states expanded). The memory of
+the Python search per state is measured once, by ``tracemalloc``, on one instance.
 
 Run ``python benchmarks/pebble.py`` (half an hour or more; ``--time-limit 5`` for a quick look).
 It needs the repository's history (for the *before* side) and Numba.
@@ -59,7 +60,7 @@ SOLVE = """
 from ioattn.pebble import attention_graph, matmul_graph, min_io, SearchLimitError
 g = {build}{shape}
 try:
-    o = min_io(g, {M}, time_limit={T}, max_states=10**12, progress=False)
+    o = min_io(g, {M}, time_limit={T}, max_states=10**12, progress=False{options})
     r = dict(io=o.io, states=o.states, seconds=o.seconds, generated=o.generated,
              memory=getattr(o, "memory", 0), engine=getattr(o, "engine", "python"), solved=True)
 except SearchLimitError as e:
@@ -78,9 +79,20 @@ def cache_sizes(graph) -> list[int]:
     return sorted({M for M in (low, low + 1, low + 2, mid, top) if low <= M <= top})
 
 
-def solve(side: Side, family: str, shape, M: int, time_limit: float) -> dict:
-    side.exec(SOLVE.format(build=family + "_graph", shape=shape, M=M, T=time_limit))
+def solve(side: Side, family: str, shape, M: int, time_limit: float, options: str = "") -> dict:
+    side.exec(SOLVE.format(build=family + "_graph", shape=shape, M=M, T=time_limit,
+                           options=options))
     return side.eval("r")
+
+
+#: The options of the *now* side: the same search as before (``--merge``: merging mirror images,
+#: which expands fewer states, so that only the optima are compared).
+NOW = {"options": ", symmetry=False", "merge": False}
+
+
+def same_search(before: dict, now: dict) -> bool:
+    """Equal optima and (unless the now side merges mirror images) equal states expanded."""
+    return before["io"] == now["io"] and (NOW["merge"] or before["states"] == now["states"])
 
 
 def run_family(name, shapes, time_limit, old, new, out):
@@ -95,7 +107,7 @@ def run_family(name, shapes, time_limit, old, new, out):
         failed = False
         for M in cache_sizes(graph):
             before = solve(old, name, shape, M, time_limit)
-            now = solve(new, name, shape, M, time_limit)
+            now = solve(new, name, shape, M, time_limit, NOW["options"])
             if now["solved"] and now["engine"] != "compiled":
                 raise SystemExit(f"the compiled engine did not run (engine {now['engine']!r}): "
                                  "is numba installed?")
@@ -127,8 +139,7 @@ def _rate(r) -> float:
 def format_row(row) -> str:
     b, n = row["before"], row["now"]
     shape = ", ".join(map(str, row["shape"]))
-    same = ("yes" if b["io"] == n["io"] and b["states"] == n["states"] else "NO") \
-        if b["solved"] and n["solved"] else "-"
+    same = ("yes" if same_search(b, n) else "NO") if b["solved"] and n["solved"] else "-"
     per_state = (f"{n['memory'] / n['generated']:.0f}" if n["generated"] >= MEMORY_FROM
                  else "-")
     ratio = _rate(n) / _rate(b) if b["states"] > 1000 and n["states"] > 1000 else float("nan")
@@ -196,7 +207,12 @@ def main(argv=None) -> int:
     parser.add_argument("--family", choices=["attention", "matmul", "both"], default="both")
     parser.add_argument("--before", default=BEFORE,
                         help=f"the commit of the Python search compared (default {BEFORE})")
+    parser.add_argument("--merge", action="store_true",
+                        help="the compiled search merges mirror images (min_io's default); "
+                             "without it, symmetry=False: the same states as the Python search")
     args = parser.parse_args(argv)
+    if args.merge:
+        NOW.update(options="", merge=True)
     out = sys.stdout
     print(f"Exact red-blue pebbling (min_io): the pure-Python search at {args.before} (before) "
           f"and the compiled search (now), {args.time_limit:g} s per instance each; Python "
@@ -227,10 +243,9 @@ def main(argv=None) -> int:
                 os.environ["NUMBA_CACHE_DIR"] = saved
     rows = [r for family in results.values() for r in family]
     both = [r for r in rows if r["before"]["solved"] and r["now"]["solved"]]
-    equal = sum(r["before"]["io"] == r["now"]["io"] and r["before"]["states"] == r["now"]["states"]
-                for r in both)
-    print(f"Optimum and states expanded equal on {equal} of the {len(both)} instances both "
-          f"solved.", file=out)
+    equal = sum(same_search(r["before"], r["now"]) for r in both)
+    what = "Optimum" if NOW["merge"] else "Optimum and states expanded"
+    print(f"{what} equal on {equal} of the {len(both)} instances both solved.", file=out)
     print(f"Total {time.perf_counter() - started:.0f} s.", file=out)
     for name, family in results.items():
         for side, label in (("before", "Python, before"), ("now", "compiled, now")):
