@@ -55,6 +55,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/pebble.py
 	$(BIN)/python benchmarks/masks.py
 	$(BIN)/python benchmarks/symmetry.py
+	$(BIN)/python benchmarks/incumbent.py
 
 # The whole test suite before and now, each from a fresh checkout (about 20 minutes on 2 cores).
 bench-tests: $(STAMP) chromium

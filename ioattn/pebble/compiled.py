@@ -37,6 +37,18 @@ State layout (``n <= 64`` vertices; a set of vertices is a ``uint64`` bit mask, 
   recursion of ``_assemble`` (stamped with the call, so never cleared). Both are caches: an
   insert into a full one is dropped (and the table grown before the next expansion).
 
+Each expansion computes the ``h`` of a successor first, drops it if its ``f`` reaches the
+incumbent's I/O (``min_io(..., incumbent=...)``; never without one), and only then finds its
+canonical form, from the images of the state expanded (an automorphism maps bits to bits, so a
+successor's image is the parent's with a few bits flipped), and its slot.
+
+With ``threads`` above 1 (:func:`_threaded`), the search runs in batches: up to
+:data:`_SHARE` states per thread of the least ``f`` come off the queue, the threads list their
+successors side by side, each with a memo of its own, keeping those the table does not hold at
+no more cost (they only read the table), and the main thread then records and pushes them, one
+thread's after the other's. A state of the least ``f`` has its least cost already, so the order
+within a batch does not change the optimum; it changes which states are expanded, a little.
+
 Every array doubles when it runs short (the table is rehashed, and the slots named by parents and
 queue entries renumbered). The compiled function :func:`_step` expands states until a check point
 (a number of expansions), the goal, or an array that might not hold the next expansion's
@@ -359,17 +371,30 @@ def _image(mask, ptab, k):
     return out
 
 
-def _canonical(r, b, ptab):
-    """``Symmetry.canonical``: the least image of ``(r, b)`` (``b`` compared first) and the first
-    automorphism that gives it."""
+def _canonical(r, b, dr, db, img, ptab):
+    """``Symmetry.canonical(r, b)``: the least image of ``(r, b)`` (``b`` compared first) and
+    the first automorphism that gives it, from the images ``img[0, k]``, ``img[1, k]`` of a
+    state that differs from ``(r, b)`` in the vertices ``dr``, ``db`` (an automorphism maps
+    bits to bits, so the image of ``r`` is that of ``r ^ dr`` with the bits of ``dr`` flipped).
+    """
     best_r = r
     best_b = b
     best = 0
     for k in range(1, ptab.shape[0]):
-        bb = _image(b, ptab, k)
+        bb = img[1, k]
+        d = db
+        while d:
+            i = _low(d)
+            d &= d - _U1
+            bb ^= ptab[k, i >> 3, 1 << (i & 7)]
         if bb > best_b:
             continue
-        rr = _image(r, ptab, k)
+        rr = img[0, k]
+        d = dr
+        while d:
+            i = _low(d)
+            d &= d - _U1
+            rr ^= ptab[k, i >> 3, 1 << (i & 7)]
         if bb < best_b or rr < best_r:
             best_r = rr
             best_b = bb
@@ -391,33 +416,245 @@ def _find(rec, r, b, hh):
         slot = (slot + 1) & tmask
 
 
+def _successors(sid, k, M, inp, out, related, pm, anc, tight, deep, mem, rec, ptab, itab,
+                limit, img, ub, ib):
+    """List the successors of the record ``sid`` whose ``f`` is below ``limit`` (the closure
+    applied, in the Python search's order) in the buffers from column ``k`` on, asking the
+    memory for their table slots ahead of use; return the column after the last.
+
+    The buffers, a column per successor: ``ub`` (uint64) its canonical form (red, blue; rule 9),
+    the automorphism that gives it and its hash; ``ib`` (int64) its step (x placed, u evicted
+    or -1, flags spill | read << 1 | same << 2), ``g``, ``f`` and the parent's slot. ``img``:
+    room for the images of the state expanded under each automorphism."""
+    tmask = rec.shape[0] // 3 - 1
+    meta = rec[3 * sid + 2]
+    red = rec[3 * sid]
+    blue = rec[3 * sid + 1]
+    sym = np.int64(meta >> _S30 & _U15)
+    if sym:                                 # the image the recorded step reached (rule 9)
+        red = _image(red, itab, sym)
+        blue = _image(blue, itab, sym)
+    g = np.int64(meta & _GMASK)
+    last_x = np.int64(meta >> _S14 & _U63)
+    last_u = np.int64(meta >> _S20 & _U127)
+    flags = np.int64(meta >> _S27 & _U7)
+    fresh = last_x if flags & 4 else -1
+    undone = last_u if flags & 4 and not flags & 1 and last_u != _NONE else -1
+    keep = _U0
+    if undone >= 0:
+        # rule 7: re-placing `undone` may only evict what the parent could not have
+        # evicted instead of it when placing x: an operand of a computed x, or x itself
+        keep = _U1 << np.uint64(last_x)
+        if not flags & 2:
+            keep |= red & pm[last_x]
+    for j in range(1, ptab.shape[0]):      # its images, whence its successors' (rule 9)
+        img[0, j] = _image(red, ptab, j)
+        img[1, j] = _image(blue, ptab, j)
+    hs, seen, es = _needed(red, blue, M, inp, out, pm, anc, tight, deep, mem)
+    pend = out & ~blue
+    live = _live(pend, anc)
+    free = _popcount(red) < M
+    cand = live & ~red
+    xs = cand & blue
+    comp = _U0
+    if not free:
+        c = cand & ~inp
+        while c:
+            i = _low(c)
+            c &= c - _U1
+            if not pm[i] & ~red:
+                comp |= _U1 << np.uint64(i)
+        xs |= comp
+    # the successors (x placed, u evicted, flags spill | read << 1 | same << 2), in the
+    # Python search's order
+    while xs:
+        x = _low(xs)
+        low = _U1 << np.uint64(x)
+        xs ^= low
+        must_close = free or (low & pend) != 0
+        hx = hs - 1 if seen & inp & low else hs
+        k0 = k
+        if free:
+            ib[1, k] = -1
+            ib[2, k] = 2
+            k += 1
+        else:
+            ops = pm[x]
+            for group in range(2):
+                if comp & low:
+                    if group == 0:              # compute, evicting a non-operand
+                        e = red & ~ops
+                        is_read = 0
+                    elif blue & low:            # read, evicting an operand (rule 8)
+                        e = red & ops
+                        is_read = 1
+                    else:
+                        break
+                elif group == 0:
+                    e = red
+                    is_read = 1
+                else:
+                    break
+                if x == undone:
+                    e &= keep
+                while e:
+                    u = _low(e)
+                    e &= e - _U1
+                    if u != fresh:              # rule 6
+                        ib[1, k] = u
+                        ib[2, k] = is_read << 1
+                        k += 1
+                    if not blue & (_U1 << np.uint64(u)):    # rule 2: spill if not blue
+                        ib[1, k] = u
+                        ib[2, k] = is_read << 1 | 1
+                        k += 1
+        kept = k0
+        for j in range(k0, k):
+            u = ib[1, j]
+            fl = ib[2, j]
+            spill = fl & 1
+            ubit = _U0
+            if u < 0:
+                r = red | low
+                b = blue
+            else:
+                ubit = _U1 << np.uint64(u)
+                r = red ^ ubit | low
+                b = blue | ubit if spill else blue
+            w = 0
+            same = True
+            if must_close:
+                r2, b2, w = _close(r, b, M, inp, out, anc, pm)
+                same = r2 == r and b2 == b
+                r = r2
+                b = b2
+            g2 = g + (fl >> 1) + spill + w
+            # h of the new state from hs, as in the Python search (h is equal on images)
+            rel = related
+            if not same:
+                h2 = _needed(r, b, M, inp, out, pm, anc, tight, deep, mem)[0]
+                rel = _U0
+            elif u < 0 or spill or not seen & ubit:
+                h2 = hx
+            elif blue & ubit:
+                h2 = hx + (1 if inp & ubit else 0)
+            else:
+                h2 = _needed(r, b, M, inp, out, pm, anc, tight, deep, mem)[0]
+                rel = _U0
+            if rel and (low | ubit) & rel:
+                h2 += _tight_cost(r, b, seen, M, inp, out, pm, anc, tight, deep, mem) - es
+            if g2 + h2 >= limit:        # no cheaper game than the incumbent's here
+                continue
+            ib[1, kept] = u
+            ib[2, kept] = fl | 4 if same else fl
+            ib[3, kept] = g2
+            ib[4, kept] = g2 + h2
+            ib[5, kept] = sid
+            ib[0, kept] = x
+            r, b, sym = _canonical(r, b, r ^ red, b ^ blue, img, ptab)
+            ub[0, kept] = r
+            ub[1, kept] = b
+            ub[2, kept] = sym
+            hh = _hash(r, b)
+            ub[3, kept] = hh
+            slot = 3 * np.int64(hh & np.uint64(tmask))
+            _prefetch(rec, slot)
+            _prefetch(rec, slot + 2)
+            kept += 1
+        k = kept
+    return k
+
+
+def _insert(lo, hi, ub, ib, rec, heads, q_id, q_g, q_next, ctr, count, free_node, pool,
+            qsize, fmin):
+    """Record and push the successors in columns ``lo:hi`` of the buffers (see
+    :func:`_successors`), in order, those not reached before at no more cost; return the
+    queue's counters ``(count, free_node, pool, qsize, fmin)`` updated."""
+    n_heads = heads.shape[0]
+    for j in range(lo, hi):
+        g2 = ib[3, j]
+        s2, there = _find(rec, ub[0, j], ub[1, j], ub[3, j])
+        if there:
+            old = rec[3 * s2 + 2]
+            if old & _DONE or np.int64(old & _GMASK) <= g2:
+                continue
+        else:
+            count += 1
+            rec[3 * s2] = ub[0, j]
+            rec[3 * s2 + 1] = ub[1, j]
+        u = ib[1, j]
+        rec[3 * s2 + 2] = (np.uint64(g2) | np.uint64(ib[0, j]) << _S14
+                           | np.uint64(u if u >= 0 else _NONE) << _S20
+                           | np.uint64(ib[2, j]) << _S27 | ub[2, j] << _S30
+                           | np.uint64(ib[5, j] + 1) << _S34)
+        f2 = ib[4, j]
+        if f2 >= n_heads:                   # (cannot happen: see _search)
+            ctr[_BAD_F] = f2
+            f2 = n_heads - 1
+        if free_node >= 0:
+            node = free_node
+            free_node = q_next[node]
+        else:
+            node = pool
+            pool += 1
+        q_id[node] = s2
+        q_g[node] = g2
+        q_next[node] = heads[f2]
+        heads[f2] = node
+        qsize += 1
+        if f2 < fmin:
+            fmin = f2
+    return count, free_node, pool, qsize, fmin
+
+
+def _pop(out, rec, heads, q_id, q_next, q_g, ctr, free_node, qsize, fmin, f_cap):
+    """Take the next state off the queue: the top of the stack of the least ``f`` (at most
+    ``f_cap``), skipping stale entries (pushed again at a lower cost since, or expanded), and
+    mark it expanded. Return ``(slot, free_node, qsize, fmin)``: ``slot`` -1 if no state is
+    left (of ``f <= f_cap``), ``-2 - slot`` for a goal (left unexpanded)."""
+    while qsize > 0:
+        while heads[fmin] < 0:
+            fmin += 1
+        if fmin > f_cap:
+            break
+        node = heads[fmin]
+        heads[fmin] = q_next[node]
+        q_next[node] = free_node
+        free_node = node
+        qsize -= 1
+        sid = np.int64(q_id[node])
+        g = np.int64(q_g[node])
+        ctr[_LAST_F] = fmin
+        meta = rec[3 * sid + 2]
+        if meta & _DONE or np.int64(meta & _GMASK) != g:
+            continue
+        if not out & ~rec[3 * sid + 1]:
+            return -2 - sid, free_node, qsize, fmin
+        rec[3 * sid + 2] = meta | _DONE
+        return sid, free_node, qsize, fmin
+    return -1, free_node, qsize, fmin
+
+
+def _buffers(columns, symmetries):
+    """Empty buffers for ``columns`` successors (see :func:`_successors`) and ``img``."""
+    return (np.empty((4, columns), np.uint64), np.empty((6, columns), np.int64),
+            np.empty((2, symmetries), np.uint64))
+
+
 def _step(stop_at, M, inp, out, related, pm, anc, tight, deep, mem, rec, heads, q_id, q_g,
-          q_next, ptab, itab):
-    """Expand states (``_Search.run``'s loop) until ``ctr[_EXPANDED]`` reaches ``stop_at``
+          q_next, ptab, itab, limit):
+    """Expand states (``_Search.run``'s loop), recording and pushing only successors of ``f <
+    limit`` (the incumbent's I/O), until ``ctr[_EXPANDED]`` reaches ``stop_at``
     (``_CHECK``: the state counted last is left in ``ctr[_PENDING]``, to be expanded on the next
     call), the goal is popped (``_GOAL``), a table is short of room for an expansion
     (``_GROW``), or the queue is empty (``_EMPTY``).
 
-    An expansion lists its successors first (the closure applied, in the Python search's
-    order), asking the memory for their table slots ahead of use, then takes them in order as
-    the Python search does."""
+    An expansion lists its successors first (:func:`_successors`), then takes them in order as
+    the Python search does (:func:`_insert`)."""
     ctr = mem[4]
-    n = pm.shape[0]
-    margin = 2 * n * M + 2                  # successors of one state: at most n x 2M
-    tmask = rec.shape[0] // 3 - 1
-    n_heads = heads.shape[0]
+    margin = 2 * pm.shape[0] * M + 2        # successors of one state: at most n x 2M
     room = (rec.shape[0] // 3 * 7) // 10
-    b_r = np.empty(margin, np.uint64)       # the successors of the state being expanded
-    b_b = np.empty(margin, np.uint64)
-    b_cr = np.empty(margin, np.uint64)      # ... their canonical forms (rule 9)
-    b_cb = np.empty(margin, np.uint64)
-    b_k = np.empty(margin, np.uint64)       # ... and the automorphism that gives them
-    b_h = np.empty(margin, np.uint64)
-    b_x = np.empty(margin, np.int64)
-    b_u = np.empty(margin, np.int64)
-    b_fl = np.empty(margin, np.int64)
-    b_g = np.empty(margin, np.int64)
-    b_hx = np.empty(margin, np.int64)
+    ub, ib, img = _buffers(margin, ptab.shape[0])
     expanded = ctr[_EXPANDED]
     count = ctr[_COUNT]
     free_node = ctr[_FREE]
@@ -428,27 +665,15 @@ def _step(stop_at, M, inp, out, related, pm, anc, tight, deep, mem, rec, heads, 
     status = _EMPTY
     while True:
         if pending < 0:
-            if qsize == 0:
+            sid, free_node, qsize, fmin = _pop(out, rec, heads, q_id, q_next, q_g, ctr,
+                                               free_node, qsize, fmin, heads.shape[0])
+            if sid == -1:
                 status = _EMPTY
                 break
-            while heads[fmin] < 0:
-                fmin += 1
-            node = heads[fmin]
-            heads[fmin] = q_next[node]
-            q_next[node] = free_node
-            free_node = node
-            qsize -= 1
-            sid = np.int64(q_id[node])
-            g = np.int64(q_g[node])
-            ctr[_LAST_F] = fmin
-            meta = rec[3 * sid + 2]
-            if meta & _DONE or np.int64(meta & _GMASK) != g:
-                continue                    # stale: pushed again at a lower cost since
-            if not out & ~rec[3 * sid + 1]:
-                ctr[_GOAL_AT] = sid
+            if sid < -1:
+                ctr[_GOAL_AT] = -2 - sid
                 status = _GOAL
                 break
-            rec[3 * sid + 2] = meta | _DONE
             expanded += 1
             pending = sid
             if expanded >= stop_at:
@@ -458,176 +683,12 @@ def _step(stop_at, M, inp, out, related, pm, anc, tight, deep, mem, rec, heads, 
                 or 2 * ctr[_MEMO_COUNT] > mem[0].shape[0] or ctr[_MEMO_FULL] or ctr[_SC_FULL]):
             status = _GROW
             break
-
-        # ------------------------------------------------------------ expand the record `sid`
-        sid = pending
+        k = _successors(pending, 0, M, inp, out, related, pm, anc, tight, deep, mem, rec, ptab,
+                        itab, limit, img, ub, ib)
         pending = -1
-        meta = rec[3 * sid + 2]
-        red = rec[3 * sid]
-        blue = rec[3 * sid + 1]
-        sym = np.int64(meta >> _S30 & _U15)
-        if sym:                                 # the image the recorded step reached (rule 9)
-            red = _image(red, itab, sym)
-            blue = _image(blue, itab, sym)
-        g = np.int64(meta & _GMASK)
-        last_x = np.int64(meta >> _S14 & _U63)
-        last_u = np.int64(meta >> _S20 & _U127)
-        flags = np.int64(meta >> _S27 & _U7)
-        fresh = last_x if flags & 4 else -1
-        undone = last_u if flags & 4 and not flags & 1 and last_u != _NONE else -1
-        keep = _U0
-        if undone >= 0:
-            # rule 7: re-placing `undone` may only evict what the parent could not have
-            # evicted instead of it when placing x: an operand of a computed x, or x itself
-            keep = _U1 << np.uint64(last_x)
-            if not flags & 2:
-                keep |= red & pm[last_x]
-        hs, seen, es = _needed(red, blue, M, inp, out, pm, anc, tight, deep, mem)
-        pend = out & ~blue
-        live = _live(pend, anc)
-        free = _popcount(red) < M
-        cand = live & ~red
-        xs = cand & blue
-        comp = _U0
-        if not free:
-            c = cand & ~inp
-            while c:
-                i = _low(c)
-                c &= c - _U1
-                if not pm[i] & ~red:
-                    comp |= _U1 << np.uint64(i)
-            xs |= comp
-        # the successors (x placed, u evicted, flags spill | read << 1 | same << 2), in the
-        # Python search's order
-        k = 0
-        while xs:
-            x = _low(xs)
-            low = _U1 << np.uint64(x)
-            xs ^= low
-            must_close = free or (low & pend) != 0
-            hx = hs - 1 if seen & inp & low else hs
-            k0 = k
-            if free:
-                b_u[k] = -1
-                b_fl[k] = 2
-                k += 1
-            else:
-                ops = pm[x]
-                for group in range(2):
-                    if comp & low:
-                        if group == 0:              # compute, evicting a non-operand
-                            e = red & ~ops
-                            is_read = 0
-                        elif blue & low:            # read, evicting an operand (rule 8)
-                            e = red & ops
-                            is_read = 1
-                        else:
-                            break
-                    elif group == 0:
-                        e = red
-                        is_read = 1
-                    else:
-                        break
-                    if x == undone:
-                        e &= keep
-                    while e:
-                        u = _low(e)
-                        e &= e - _U1
-                        if u != fresh:              # rule 6
-                            b_u[k] = u
-                            b_fl[k] = is_read << 1
-                            k += 1
-                        if not blue & (_U1 << np.uint64(u)):    # rule 2: spill if not blue
-                            b_u[k] = u
-                            b_fl[k] = is_read << 1 | 1
-                            k += 1
-            for j in range(k0, k):
-                u = b_u[j]
-                spill = b_fl[j] & 1
-                if u < 0:
-                    r = red | low
-                    b = blue
-                else:
-                    ubit = _U1 << np.uint64(u)
-                    r = red ^ ubit | low
-                    b = blue | ubit if spill else blue
-                w = 0
-                same = True
-                if must_close:
-                    r2, b2, w = _close(r, b, M, inp, out, anc, pm)
-                    same = r2 == r and b2 == b
-                    r = r2
-                    b = b2
-                b_r[j] = r
-                b_b[j] = b
-                b_x[j] = x
-                b_hx[j] = hx
-                b_g[j] = g + (b_fl[j] >> 1) + spill + w
-                if same:
-                    b_fl[j] |= 4
-                r, b, sym = _canonical(r, b, ptab)
-                b_cr[j] = r
-                b_cb[j] = b
-                b_k[j] = sym
-                hh = _hash(r, b)
-                b_h[j] = hh
-                slot = 3 * np.int64(hh & np.uint64(tmask))
-                _prefetch(rec, slot)
-                _prefetch(rec, slot + 2)
-        for j in range(k):
-            g2 = b_g[j]
-            s2, there = _find(rec, b_cr[j], b_cb[j], b_h[j])
-            if there:
-                old = rec[3 * s2 + 2]
-                if old & _DONE or np.int64(old & _GMASK) <= g2:
-                    continue
-            else:
-                count += 1
-                rec[3 * s2] = b_cr[j]
-                rec[3 * s2 + 1] = b_cb[j]
-            fl = b_fl[j]
-            x = b_x[j]
-            u = b_u[j]
-            rec[3 * s2 + 2] = (np.uint64(g2) | np.uint64(x) << _S14
-                               | np.uint64(u if u >= 0 else _NONE) << _S20
-                               | np.uint64(fl) << _S27 | b_k[j] << _S30
-                               | np.uint64(sid + 1) << _S34)
-            # h of the new state from hs, as in the Python search (h is equal on images)
-            r2 = b_r[j]
-            b2 = b_b[j]
-            low = _U1 << np.uint64(x)
-            ubit = _U1 << np.uint64(u) if u >= 0 else _U0
-            spill = fl & 1
-            rel = related
-            if not fl & 4:
-                h2 = _needed(r2, b2, M, inp, out, pm, anc, tight, deep, mem)[0]
-                rel = _U0
-            elif u < 0 or spill or not seen & ubit:
-                h2 = b_hx[j]
-            elif blue & ubit:
-                h2 = b_hx[j] + (1 if inp & ubit else 0)
-            else:
-                h2 = _needed(r2, b2, M, inp, out, pm, anc, tight, deep, mem)[0]
-                rel = _U0
-            if rel and (low | ubit) & rel:
-                h2 += _tight_cost(r2, b2, seen, M, inp, out, pm, anc, tight, deep, mem) - es
-            f2 = g2 + h2
-            if f2 >= n_heads:               # (cannot happen: see _search)
-                ctr[_BAD_F] = f2
-                f2 = n_heads - 1
-            if free_node >= 0:
-                node = free_node
-                free_node = q_next[node]
-            else:
-                node = pool
-                pool += 1
-            q_id[node] = s2
-            q_g[node] = g2
-            q_next[node] = heads[f2]
-            heads[f2] = node
-            qsize += 1
-            if f2 < fmin:
-                fmin = f2
+        count, free_node, pool, qsize, fmin = _insert(0, k, ub, ib, rec, heads, q_id, q_g,
+                                                      q_next, ctr, count, free_node, pool,
+                                                      qsize, fmin)
     ctr[_EXPANDED] = expanded
     ctr[_COUNT] = count
     ctr[_FREE] = free_node
@@ -638,12 +699,132 @@ def _step(stop_at, M, inp, out, related, pm, anc, tight, deep, mem, rec, heads, 
     return status
 
 
+
+# -------------------------------------------------------------------- A* on several threads
+def _pop_batch(size, sids, out, rec, heads, q_id, q_next, q_g, ctr):
+    """Take up to ``size`` entries of the least ``f`` off the queue, and keep in ``sids`` the
+    states among them that are not stale (as :func:`_pop`, but asking the memory for all their
+    records first), marked expanded; return their number, or -1 if one is a goal (its slot in
+    ``ctr[_GOAL_AT]``; the search ends)."""
+    kept = 0
+    while kept == 0 and ctr[_QSIZE] > 0:    # (a batch may hold stale entries only)
+        kept = _pop_some(size, sids, out, rec, heads, q_id, q_next, q_g, ctr)
+    return kept
+
+
+def _pop_some(size, sids, out, rec, heads, q_id, q_next, q_g, ctr):
+    """:func:`_pop_batch` once: the states kept may be none."""
+    free_node = ctr[_FREE]
+    qsize = ctr[_QSIZE]
+    fmin = ctr[_FMIN]
+    m = 0
+    if qsize > 0:
+        while heads[fmin] < 0:
+            fmin += 1
+        ctr[_LAST_F] = fmin
+        while m < size and heads[fmin] >= 0:
+            node = heads[fmin]
+            heads[fmin] = q_next[node]
+            q_next[node] = free_node
+            free_node = node
+            qsize -= 1
+            sid = np.int64(q_id[node])
+            sids[m] = sid
+            sids[size + m] = q_g[node]
+            _prefetch(rec, 3 * sid)
+            m += 1
+    ctr[_FREE] = free_node
+    ctr[_QSIZE] = qsize
+    ctr[_FMIN] = fmin
+    kept = 0
+    for i in range(m):
+        sid = sids[i]
+        meta = rec[3 * sid + 2]
+        if meta & _DONE or np.int64(meta & _GMASK) != sids[size + i]:
+            continue                        # stale: pushed again at a lower cost since
+        if not out & ~rec[3 * sid + 1]:
+            ctr[_GOAL_AT] = sid
+            return -1
+        rec[3 * sid + 2] = meta | _DONE
+        sids[kept] = sid
+        kept += 1
+    ctr[_EXPANDED] += kept
+    return kept
+
+
+def _expand(sids, lo, hi, M, inp, out, related, pm, anc, tight, deep, mem, rec, ptab, itab,
+            limit, img, ub, ib):
+    """The successors of the states ``sids[lo:hi]`` (:func:`_successors`) that the table does
+    not hold at no more cost, into the buffers, as long as they have room for another state's;
+    return ``(i, k)``: the states ``sids[lo:i]`` were expanded, into ``k`` columns. Reads the
+    table, writes nothing shared but ``mem`` (a thread's own): threads run it side by side."""
+    margin = 2 * pm.shape[0] * M + 2
+    k = 0
+    i = lo
+    while i < hi and k + margin <= ub.shape[1]:
+        k0 = k
+        k = _successors(sids[i], k, M, inp, out, related, pm, anc, tight, deep, mem, rec, ptab,
+                        itab, limit, img, ub, ib)
+        kept = k0
+        for j in range(k0, k):
+            s2, there = _find(rec, ub[0, j], ub[1, j], ub[3, j])
+            if there:
+                old = rec[3 * s2 + 2]
+                if old & _DONE or np.int64(old & _GMASK) <= ib[3, j]:
+                    continue
+            if kept < j:
+                ub[:, kept] = ub[:, j]
+                ib[:, kept] = ib[:, j]
+            kept += 1
+        k = kept
+        i += 1
+    return i, k
+
+
+def _unpop(sids, lo, hi, f, heads, q_id, q_g, q_next, rec, ctr):
+    """Put the states ``sids[lo:hi]``, taken off the queue at ``f`` but not expanded, back."""
+    for i in range(lo, hi):
+        sid = sids[i]
+        meta = rec[3 * sid + 2] & ~_DONE
+        rec[3 * sid + 2] = meta
+        node = ctr[_FREE]
+        if node >= 0:
+            ctr[_FREE] = q_next[node]
+        else:
+            node = ctr[_POOL]
+            ctr[_POOL] = node + 1
+        q_id[node] = sid
+        q_g[node] = np.int64(meta & _GMASK)
+        q_next[node] = heads[f]
+        heads[f] = node
+        ctr[_QSIZE] += 1
+        if f < ctr[_FMIN]:
+            ctr[_FMIN] = f
+    ctr[_EXPANDED] -= hi - lo
+
+
+def _insert_all(k, ub, ib, rec, heads, q_id, q_g, q_next, ctr):
+    """:func:`_insert` of the buffers' first ``k`` columns, the counters kept in ``ctr``."""
+    count, free_node, pool, qsize, fmin = _insert(
+        0, k, ub, ib, rec, heads, q_id, q_g, q_next, ctr, ctr[_COUNT], ctr[_FREE], ctr[_POOL],
+        ctr[_QSIZE], ctr[_FMIN])
+    ctr[_COUNT] = count
+    ctr[_FREE] = free_node
+    ctr[_POOL] = pool
+    ctr[_QSIZE] = qsize
+    ctr[_FMIN] = fmin
+
+
 def _rehash(rec, old, q_id, pool, ctr):
     """Move the states of the table ``old`` into the empty, larger table ``rec``, and renumber
     the slots that the records' parents, the queue's entries and ``ctr[_PENDING]`` name."""
     tmask = rec.shape[0] // 3 - 1
     moved = np.empty(old.shape[0] // 3, np.int64)
+    ahead = 16                  # ask the memory for the slot of the record so far ahead
     for s in range(old.shape[0] // 3):
+        a = s + ahead
+        if a < old.shape[0] // 3 and old[3 * a + 2] != _U0:
+            _prefetch(rec, 3 * np.int64(_hash(old[3 * a], old[3 * a + 1]) & np.uint64(tmask)))
         if old[3 * s + 2] != _U0:
             slot = np.int64(_hash(old[3 * s], old[3 * s + 1]) & np.uint64(tmask))
             while rec[3 * slot + 2] != _U0:
@@ -679,7 +860,9 @@ def _rehash_memo(m_key, m_info, old_key, old_info):
 # ------------------------------------------------------------------------------- compilation
 _INTRINSICS = ("_popcount", "_low", "_high", "_prefetch")
 _KERNELS = ("_hash", "_live", "_close", "_sc_find", "_assemble", "_assembles", "_tight_cost",
-            "_needed", "_image", "_canonical", "_find", "_step", "_rehash", "_rehash_memo")
+            "_needed", "_image", "_canonical", "_find", "_successors", "_insert", "_pop",
+            "_buffers", "_step", "_pop_some", "_pop_batch", "_expand", "_unpop", "_insert_all",
+            "_rehash", "_rehash_memo")
 _state = {"built": None, "compile_seconds": None}
 
 
@@ -725,14 +908,50 @@ def compile_seconds() -> float:
         g = Graph([("a", "c"), ("b", "c"), ("a", "d"), ("c", "d"), ("b", "e"), ("d", "e"),
                    ("c", "e")])
         _search(_Search(g, 4), 10**6, None, False, started)
+        _search(_Search(g, 4), 10**6, None, False, started, threads=2)
         arrays = _Arrays(64, 64)            # the kernels Python calls when tables grow
         _rehash(np.zeros_like(arrays.rec), arrays.rec, arrays.q_id, 0, arrays.ctr)
-        _rehash_memo(arrays.m_key, arrays.m_info, arrays.m_key.copy(), arrays.m_info.copy())
+        memo = arrays.memo
+        _rehash_memo(memo.m_key, memo.m_info, memo.m_key.copy(), memo.m_info.copy())
         _state["compile_seconds"] = time.perf_counter() - started
     return _state["compile_seconds"]
 
 
 # -------------------------------------------------------------------------------- the driver
+class _Memo:
+    """The memo of ``assembles`` and the scratch table of its recursion (see the module
+    docstring), grown by doubling; ``ctr`` holds their counters (the search's own counters,
+    or an array of its own for a thread's memo)."""
+
+    def __init__(self, ctr):
+        self.m_key = np.zeros(1 << 10, np.uint64)
+        self.m_info = np.zeros(1 << 10, np.uint8)
+        self.sc_key = np.zeros(1 << 10, np.uint64)
+        self.sc_stamp = np.zeros(1 << 10, np.int64)
+        self.ctr = ctr
+
+    def mem(self):
+        return self.m_key, self.m_info, self.sc_key, self.sc_stamp, self.ctr
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.mem())
+
+    def grow(self) -> None:
+        ctr = self.ctr
+        if ctr[_MEMO_FULL] or 2 * ctr[_MEMO_COUNT] > len(self.m_key):
+            size = 2 * len(self.m_key)
+            while 2 * ctr[_MEMO_COUNT] > size:
+                size *= 2
+            old_key, old_info = self.m_key, self.m_info
+            self.m_key, self.m_info = np.zeros(size, np.uint64), np.zeros(size, np.uint8)
+            _rehash_memo(self.m_key, self.m_info, old_key, old_info)
+            ctr[_MEMO_FULL] = 0
+        if ctr[_SC_FULL]:
+            size = 2 * len(self.sc_key)
+            self.sc_key, self.sc_stamp = np.zeros(size, np.uint64), np.zeros(size, np.int64)
+            ctr[_SC_FULL] = 0
+
+
 class _Arrays:
     """The search's arrays, grown by doubling."""
 
@@ -743,21 +962,17 @@ class _Arrays:
         self.q_id = np.zeros(size, np.int32)
         self.q_g = np.zeros(size, np.int16)
         self.q_next = np.zeros(size, np.int32)
-        self.m_key = np.zeros(1 << 10, np.uint64)
-        self.m_info = np.zeros(1 << 10, np.uint8)
-        self.sc_key = np.zeros(1 << 10, np.uint64)
-        self.sc_stamp = np.zeros(1 << 10, np.int64)
         self.ctr = np.zeros(_CTR, np.int64)
+        self.memo = _Memo(self.ctr)
         self.seconds_per_byte = 0.0       # of the table's last growth
 
     def mem(self):
-        return self.m_key, self.m_info, self.sc_key, self.sc_stamp, self.ctr
+        return self.memo.mem()
 
     def nbytes(self) -> int:
         """Bytes of the records, table, queue and memo arrays (capacity, not use)."""
-        return sum(a.nbytes for a in (self.rec, self.heads, self.q_id, self.q_g,
-                                      self.q_next, self.m_key, self.m_info, self.sc_key,
-                                      self.sc_stamp, self.ctr))
+        return self.memo.nbytes() + sum(a.nbytes for a in (self.rec, self.heads, self.q_id,
+                                                           self.q_g, self.q_next))
 
     def table_growth(self, margin: int) -> int:
         """The bytes of the table :meth:`grow` would make (0: it keeps the table)."""
@@ -788,18 +1003,7 @@ class _Arrays:
                 old = getattr(self, name)
                 setattr(self, name, np.zeros(size, old.dtype))
                 getattr(self, name)[:used] = old[:used]
-        if ctr[_MEMO_FULL] or 2 * ctr[_MEMO_COUNT] > len(self.m_key):
-            size = 2 * len(self.m_key)
-            while 2 * ctr[_MEMO_COUNT] > size:
-                size *= 2
-            old_key, old_info = self.m_key, self.m_info
-            self.m_key, self.m_info = np.zeros(size, np.uint64), np.zeros(size, np.uint8)
-            _rehash_memo(self.m_key, self.m_info, old_key, old_info)
-            ctr[_MEMO_FULL] = 0
-        if ctr[_SC_FULL]:
-            size = 2 * len(self.sc_key)
-            self.sc_key, self.sc_stamp = np.zeros(size, np.uint64), np.zeros(size, np.int64)
-            ctr[_SC_FULL] = 0
+        self.memo.grow()
 
 
 def _table_size(records: int) -> int:
@@ -810,25 +1014,30 @@ def _table_size(records: int) -> int:
     return size
 
 
-def run(search: _Search, max_states: int, time_limit, progress) -> Optimum:
-    """The compiled counterpart of ``search.run(max_states, time_limit, progress)``: the same
-    search, the same :class:`~ioattn.pebble.search.Optimum` (with ``engine="compiled"``) or
-    :class:`~ioattn.pebble.search.SearchLimitError`. Needs :func:`available` and at most
-    :data:`MAX_VERTICES` vertices.
+def run(search: _Search, max_states: int, time_limit, progress, incumbent=None,
+        threads: int = 1) -> Optimum:
+    """The compiled counterpart of ``search.run(max_states, time_limit, progress, incumbent)``:
+    with ``threads=1``, the same search, the same :class:`~ioattn.pebble.search.Optimum` (with
+    ``engine="compiled"``) or :class:`~ioattn.pebble.search.SearchLimitError`; with more, the
+    same optimum from a search in batches on that many threads (:func:`_threaded`). Needs
+    :func:`available` and at most :data:`MAX_VERTICES` vertices.
 
-    ``max_states`` is checked as the Python search checks it; the time limit about every tenth
-    of a second (the Python search: every 1024 states), and when the table must grow, which takes
-    seconds once it holds millions of states: the search gives up then if growing it would end
-    past the limit, at the speed of its last growth. The seconds exclude the one-off compilation
-    (:func:`compile_seconds`)."""
+    ``max_states`` is checked as the Python search checks it (by the threads: after each
+    batch, which stops at the budget); the time limit about every tenth of a second (the
+    Python search: every 1024 states; the threads: after each batch), and when the table must
+    grow, which takes seconds once it holds millions of states: the search gives up then if
+    growing it would end past the limit, at the speed of its last growth. The seconds exclude
+    the one-off compilation (:func:`compile_seconds`)."""
     if search.n > MAX_VERTICES:
         raise ValueError(f"the compiled search takes at most {MAX_VERTICES} vertices, "
                          f"not {search.n}")
     compile_seconds()
-    return _search(search, max_states, time_limit, progress, time.perf_counter())
+    return _search(search, max_states, time_limit, progress, time.perf_counter(), incumbent,
+                   threads)
 
 
-def _search(search: _Search, max_states: int, time_limit, progress, start) -> Optimum:
+def _search(search: _Search, max_states: int, time_limit, progress, start,
+            incumbent=None, threads: int = 1) -> Optimum:
     n, M = search.n, search.M
     u64 = np.uint64
     pm = np.array(search.pm, np.uint64)
@@ -845,6 +1054,7 @@ def _search(search: _Search, max_states: int, time_limit, progress, start) -> Op
     f_range = n * (search.graph.max_in_degree + 1) + 4 * n + 3
     margin = 2 * n * M + 2
     arrays = _Arrays(margin, f_range)
+    limit = incumbent[0] if incumbent is not None else 1 << 62
 
     ptab, itab = search.symmetry.tables, search.symmetry.inverse_tables
     if len(ptab) > 16:  # pragma: no cover - MAX_SYMMETRIES is 16
@@ -864,52 +1074,21 @@ def _search(search: _Search, max_states: int, time_limit, progress, start) -> Op
     ctr[_FMIN] = ctr[_LAST_F] = g0 + h0
     ctr[_PENDING] = -1
 
-    batch = 1024
-    next_check = min(batch, max_states)
-    bar = _progress_bar() if progress else None
+    kernel = (M, inp, out, related, pm, anc, tight, deep)
+    clock = _Clock(n, M, max_states, time_limit, progress, start, arrays)
     try:
-        while True:
-            called = time.perf_counter()
-            status = _step(next_check, M, inp, out, related, pm, anc, tight, deep, arrays.mem(),
-                           arrays.rec, arrays.heads, arrays.q_id, arrays.q_g, arrays.q_next,
-                           ptab, itab)
-            if ctr[_BAD_F]:  # pragma: no cover - excluded by the bound above
-                raise AssertionError(f"f = {ctr[_BAD_F]} beyond the queue's range")
-            if status == _GOAL:
-                break
-            if status == _GROW:
-                # a large table takes seconds to grow: not when the time limit has passed, or
-                # would pass before the table is grown (at the speed of its last growth)
-                elapsed = time.perf_counter() - start
-                if time_limit is not None and elapsed + arrays.seconds_per_byte * \
-                        arrays.table_growth(margin) > time_limit:
-                    raise _limit_error(n, M, int(ctr[_EXPANDED]), elapsed, int(ctr[_LAST_F]),
-                                       max_states, time_limit, generated=int(ctr[_COUNT]),
-                                       memory=arrays.nbytes())
-                arrays.grow(margin)
-                continue
-            if status == _EMPTY:  # pragma: no cover - M >= max in-degree + 1 allows a game
-                raise AssertionError("the search ran out of states without completing a game")
-            # _CHECK: as the Python search's check every 1024 states, with batches of a tenth
-            # of a second or so
-            expanded, f = int(ctr[_EXPANDED]), int(ctr[_LAST_F])
-            if time.perf_counter() - called < 0.05 and batch < 1 << 22:
-                batch *= 2
-            next_check = min(next_check + batch, max_states)
-            elapsed = time.perf_counter() - start
-            if bar is None and (progress or (progress is None and elapsed > PROGRESS_AFTER)):
-                bar = _progress_bar()
-            if bar is not None:
-                bar.update(expanded - bar.n)
-                bar.set_postfix(f=f, refresh=False)
-            if expanded >= max_states or (time_limit is not None and elapsed > time_limit):
-                raise _limit_error(n, M, expanded, elapsed, f, max_states, time_limit,
-                                   generated=int(ctr[_COUNT]), memory=arrays.nbytes())
+        if threads == 1:
+            status = _serial(arrays, kernel, ptab, itab, limit, margin, clock)
+        else:
+            status = _threaded(arrays, kernel, ptab, itab, limit, margin, clock, threads)
     finally:
-        if bar is not None:
-            bar.update(int(ctr[_EXPANDED]) - bar.n)
-            bar.set_postfix(f=int(ctr[_LAST_F]), refresh=False)
-            bar.close()
+        clock.close()
+    if status == _EMPTY:
+        if incumbent is None:  # pragma: no cover - M >= max in-degree + 1 allows a game
+            raise AssertionError("the search ran out of states without completing a game")
+        # every state that might lead to a cheaper game was expanded: none does
+        return search.proved(incumbent, int(ctr[_EXPANDED]), int(ctr[_COUNT]), h0, start,
+                             engine="compiled", memory=clock.memory())
 
     # the path to the goal: (parent state, step) pairs from the start
     def reached(slot):                  # the state as its recorded step reached it
@@ -929,4 +1108,140 @@ def _search(search: _Search, max_states: int, time_limit, progress, start) -> Op
         meta = int(arrays.rec[3 * p + 2])
     chain.reverse()
     return search.result(chain, g, int(ctr[_EXPANDED]), int(ctr[_COUNT]), h0, start,
-                         engine="compiled", memory=arrays.nbytes())
+                         engine="compiled", memory=clock.memory())
+
+
+class _Clock:
+    """The checks between runs of the kernels: the state budget, the time limit (also before
+    a table grows, which takes seconds once it holds millions of states) and the progress
+    bar."""
+
+    def __init__(self, n, M, max_states, time_limit, progress, start, arrays):
+        self.n, self.M, self.max_states, self.time_limit = n, M, max_states, time_limit
+        self.progress, self.start, self.arrays = progress, start, arrays
+        self.bar = _progress_bar() if progress else None
+        self.extra = 0                  # bytes of the threads' buffers and memos
+
+    def memory(self) -> int:
+        return self.arrays.nbytes() + self.extra
+
+    def give_up(self):
+        ctr = self.arrays.ctr
+        return _limit_error(self.n, self.M, int(ctr[_EXPANDED]),
+                            time.perf_counter() - self.start, int(ctr[_LAST_F]),
+                            self.max_states, self.time_limit, generated=int(ctr[_COUNT]),
+                            memory=self.memory())
+
+    def grow(self, margin: int) -> None:
+        """Grow the arrays for ``margin`` more states, unless the time limit has passed or
+        would pass before the table is grown (at the speed of its last growth)."""
+        arrays = self.arrays
+        elapsed = time.perf_counter() - self.start
+        if self.time_limit is not None and elapsed + arrays.seconds_per_byte * \
+                arrays.table_growth(margin) > self.time_limit:
+            raise self.give_up()
+        arrays.grow(margin)
+
+    def check(self) -> None:
+        """Update the bar; give up past the budget or the time limit."""
+        ctr = self.arrays.ctr
+        expanded = int(ctr[_EXPANDED])
+        elapsed = time.perf_counter() - self.start
+        if self.bar is None and (self.progress or (self.progress is None
+                                                   and elapsed > PROGRESS_AFTER)):
+            self.bar = _progress_bar()
+        if self.bar is not None:
+            self.bar.update(expanded - self.bar.n)
+            self.bar.set_postfix(f=int(ctr[_LAST_F]), refresh=False)
+        if expanded >= self.max_states or (self.time_limit is not None
+                                           and elapsed > self.time_limit):
+            raise self.give_up()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            ctr = self.arrays.ctr
+            self.bar.update(int(ctr[_EXPANDED]) - self.bar.n)
+            self.bar.set_postfix(f=int(ctr[_LAST_F]), refresh=False)
+            self.bar.close()
+
+
+def _serial(arrays, kernel, ptab, itab, limit, margin, clock) -> int:
+    """Run :func:`_step` to the goal (``_GOAL``) or the end of the queue (``_EMPTY``),
+    returning to Python about every tenth of a second (as the Python search checks every 1024
+    states) and when the arrays must grow."""
+    ctr = arrays.ctr
+    batch = 1024
+    next_check = min(batch, clock.max_states)
+    while True:
+        called = time.perf_counter()
+        status = _step(next_check, *kernel, arrays.mem(), arrays.rec, arrays.heads,
+                       arrays.q_id, arrays.q_g, arrays.q_next, ptab, itab, limit)
+        if ctr[_BAD_F]:  # pragma: no cover - excluded by the bound in _search
+            raise AssertionError(f"f = {ctr[_BAD_F]} beyond the queue's range")
+        if status in (_GOAL, _EMPTY):
+            return status
+        if status == _GROW:
+            clock.grow(margin)
+            continue
+        if time.perf_counter() - called < 0.05 and batch < 1 << 22:
+            batch *= 2
+        next_check = min(next_check + batch, clock.max_states)
+        clock.check()
+
+
+#: The columns of a thread's buffers in :func:`_threaded` (80 bytes each), and the states a
+#: thread expands per batch (fewer if their successors fill the buffers; the rest go back).
+_COLUMNS = 1 << 17
+_SHARE = 8192
+
+
+def _threaded(arrays, kernel, ptab, itab, limit, margin, clock, threads) -> int:
+    """A* in batches on ``threads`` threads: take a batch of states of the least ``f`` off the
+    queue, list their successors on the threads side by side (:func:`_expand`, which only
+    reads the table), then record and push them, one thread's after the other's
+    (:func:`_insert_all`). Returns ``_GOAL`` or ``_EMPTY``.
+
+    Exact as the serial search is: with ``h`` consistent, a state of the least ``f`` has its
+    least cost ``g = f - h`` already, whichever of them is expanded first, so a batch of them
+    can be expanded in any order; the rules that read a state's recorded step (6 and 7) hold
+    for any step of least cost. The order differs from the serial search's, so the states
+    expanded, and the optimal game found, may too; the optimum does not. Deterministic: each
+    thread's share of a batch is fixed, and what it lists depends only on the table, which no
+    thread changes."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    ctr = arrays.ctr
+    buffers = [_buffers(_COLUMNS, ptab.shape[0]) for _ in range(threads)]
+    memos = [_Memo(np.zeros(_CTR, np.int64)) for _ in range(threads)]
+    sids = np.empty(2 * _SHARE * threads, np.int64)      # (and room for their g)
+    with ThreadPoolExecutor(threads) as pool:
+        while True:
+            clock.check()
+            clock.grow(threads * _COLUMNS)
+            for memo in memos:
+                memo.grow()
+            clock.extra = sum(a.nbytes for b in buffers for a in b) + \
+                sum(memo.nbytes() for memo in memos)
+            size = min(_SHARE * threads, clock.max_states - int(ctr[_EXPANDED]))
+            m = _pop_batch(size, sids, kernel[2], arrays.rec, arrays.heads, arrays.q_id,
+                           arrays.q_next, arrays.q_g, ctr)
+            if m < 0:
+                return _GOAL
+            if m == 0:
+                return _EMPTY
+            f = int(ctr[_LAST_F])
+            cuts = [m * t // threads for t in range(threads + 1)]
+            jobs = [pool.submit(_expand, sids, cuts[t], cuts[t + 1], *kernel, memos[t].mem(),
+                                arrays.rec, ptab, itab, limit, buffers[t][2], buffers[t][0],
+                                buffers[t][1])
+                    for t in range(threads)]
+            listed = [job.result() for job in jobs]     # (all done before the table changes)
+            for (_, k), (ub, ib, _) in zip(listed, buffers):
+                _insert_all(k, ub, ib, arrays.rec, arrays.heads, arrays.q_id, arrays.q_g,
+                            arrays.q_next, ctr)
+            for t, (i, _) in enumerate(listed):
+                if i < cuts[t + 1]:
+                    _unpop(sids, i, cuts[t + 1], f, arrays.heads, arrays.q_id, arrays.q_g,
+                           arrays.q_next, arrays.rec, ctr)
+            if ctr[_BAD_F]:  # pragma: no cover - excluded by the bound in _search
+                raise AssertionError(f"f = {ctr[_BAD_F]} beyond the queue's range")

@@ -63,6 +63,13 @@ size forces: admissible and consistent, so the first complete game taken off the
 optimal. Ties in the queue go to the state pushed last (depth first), which finds the goal in
 the last layer of equal cost much sooner than ordering by the heuristic.
 
+*An incumbent.* Given a complete game of I/O ``U`` (``min_io(..., incumbent=moves)``, such as
+:func:`ioattn.pebble.upper.good_game` finds in a fraction of a second), the search records no
+state whose ``f`` is ``U`` or more: ``h`` is admissible, so every game through such a state costs
+at least ``U``, and none of them beats the incumbent. If the queue runs dry, no game costs less
+than ``U``, and the incumbent is optimal. That saves the memory of those states and the search
+for a goal among the states of ``f = U``, typically the largest layer.
+
 :func:`min_io` runs this search compiled to machine code (:mod:`ioattn.pebble.compiled`, with
 Numba) unless told ``engine="python"``, which runs it as written here: the reference the compiled
 search is tested against. The queue's order (least ``f``, then the state pushed last) is total, so
@@ -81,7 +88,7 @@ import time
 from dataclasses import dataclass, field
 
 from .._validate import as_count
-from .game import without_idle_computes
+from .game import PebbleGame, without_idle_computes
 from .graph import Graph
 from .symmetry import MAX_SYMMETRIES, Symmetry
 
@@ -177,7 +184,8 @@ ENGINES = ("compiled", "python")
 
 def min_io(graph: Graph, M: int, *, max_states: int = 2_000_000, time_limit: float | None = None,
            max_vertices: int = MAX_VERTICES, progress: bool | None = None,
-           engine: str = "compiled", symmetry: bool = True) -> Optimum:
+           engine: str = "compiled", symmetry: bool = True,
+           incumbent: list | None = None, threads: int = 1) -> Optimum:
     """The exact minimum I/O of the red-blue pebble game [HK]_ on ``graph`` with ``M`` red pebbles.
 
     The game is Hong and Kung's: reads and writes cost one I/O each, computes and deletes are
@@ -215,6 +223,18 @@ def min_io(graph: Graph, M: int, *, max_states: int = 2_000_000, time_limit: flo
         Merge states that are mirror images under automorphisms of the game (rule 9 of the
         module docstring): the same optimum from fewer states where the graph has symmetries
         (``attention_graph(2, 2)`` has 16). ``False`` searches every state.
+    incumbent : list of (str, vertex), optional
+        A complete game known beforehand, such as :func:`ioattn.pebble.upper.good_game` finds;
+        its I/O ``U`` bounds the optimum from above. The search then skips every state whose
+        ``f = g + h`` is at least ``U`` (no game through it costs less than ``U``), which saves
+        the memory of those states and the search for a goal in the last layer of equal ``f``:
+        if no cheaper game exists, the incumbent itself is returned, proved optimal.
+    threads : int, optional
+        Threads of the compiled search (default 1). With more, it expands the states of the
+        least ``f`` in batches, listing their successors on the threads side by side
+        (:func:`ioattn.pebble.compiled._threaded`): the same optimum, deterministic, but the
+        states expanded, and the optimal game returned, may differ from those of one thread
+        (and of the Python search, which runs on one).
 
     Returns
     -------
@@ -224,8 +244,10 @@ def min_io(graph: Graph, M: int, *, max_states: int = 2_000_000, time_limit: flo
     Raises
     ------
     ValueError
-        If ``M`` is too small to compute some vertex, or the graph has more than
-        ``max_vertices`` vertices.
+        If ``M`` is too small to compute some vertex, the graph has more than
+        ``max_vertices`` vertices, or ``incumbent`` is not a complete game on it with ``M`` red
+        pebbles (:class:`~ioattn.pebble.IllegalMove`, a ValueError, names its first illegal
+        move).
     SearchLimitError
         If the search expands ``max_states`` states or runs past ``time_limit`` seconds.
 
@@ -268,13 +290,36 @@ def min_io(graph: Graph, M: int, *, max_states: int = 2_000_000, time_limit: flo
             "pass a larger max_vertices to try anyway")
     if symmetry not in (True, False):
         raise TypeError(f"symmetry must be True or False, got {symmetry!r}")
+    threads = as_count(threads, "threads")
+    if incumbent is not None:
+        incumbent = _checked_game(graph, M, incumbent)
     search = _Search(graph, M, symmetry)
     if engine == "compiled" and len(graph) <= 64:
         from . import compiled
 
         if compiled.available():
-            return compiled.run(search, max_states, time_limit, progress)
-    return search.run(max_states, time_limit, progress)
+            return compiled.run(search, max_states, time_limit, progress, incumbent, threads)
+    return search.run(max_states, time_limit, progress, incumbent)
+
+
+def _checked_game(graph: Graph, M: int, moves) -> tuple[int, list]:
+    """``(io, moves)`` of the complete game ``moves``; IllegalMove or ValueError if it is not
+    one."""
+    if isinstance(moves, (str, bytes)) or not hasattr(moves, "__iter__"):
+        raise TypeError("incumbent must be a list of moves (kind, vertex), "
+                        f"not {type(moves).__name__}")
+    try:
+        moves = [tuple(move) for move in moves]
+    except TypeError:
+        moves = [()]
+    if any(len(move) != 2 for move in moves):
+        raise ValueError("incumbent must be a list of moves, pairs (kind, vertex)")
+    game = PebbleGame.replay(graph, M, moves)
+    if not game.is_complete():
+        missing = [v for v in graph.outputs if v not in game.blue]
+        raise ValueError(f"incumbent is not a complete game: it leaves {len(missing)} "
+                         f"output(s) without a blue pebble, such as {missing[0]!r}")
+    return game.io, moves
 
 
 # ---------------------------------------------------------------------------------------- search
@@ -497,8 +542,11 @@ class _Search:
         return ok
 
     # ------------------------------------------------------------------ A*
-    def run(self, max_states: int, time_limit, progress) -> Optimum:
+    def run(self, max_states: int, time_limit, progress, incumbent=None) -> Optimum:
+        """The search (see the module docstring); ``incumbent``: ``(io, moves)`` of a complete
+        game, or None (see :func:`min_io`)."""
         start = time.perf_counter()
+        limit = incumbent[0] if incumbent is not None else sys.maxsize
         n, M, pm, inp, out = self.n, self.M, self.pm, self.inp, self.out
         low_mask = (1 << n) - 1
         close, live_of, needed = self.close, self.live, self.needed
@@ -621,9 +669,6 @@ class _Search:
                         old = best.get(k2)
                         if old is not None and (old <= g2 or old < 0):
                             continue
-                        best[k2] = g2
-                        parent[k2] = (key, (x, u, spill, is_read), x if same else -1,
-                                      u if same and not spill else -1, b2 << n | r2)
                         # h of the new state from hs: making x red changes nothing else on the
                         # paths (a computed x has all its parents red); an evicted u off the
                         # paths stays off them; one on them that is blue afterwards (spilled,
@@ -646,10 +691,19 @@ class _Search:
                             h2 += tight_cost(r2, b2, seen) - es
                         if checking:    # (tests: the shortcut agrees with a full count)
                             assert h2 == needed(r2, b2)[0] == needed(cr, cb)[0], (key, k2, h2)
+                        if g2 + h2 >= limit:    # no cheaper game than the incumbent's here
+                            continue
+                        best[k2] = g2
+                        parent[k2] = (key, (x, u, spill, is_read), x if same else -1,
+                                      u if same and not spill else -1, b2 << n | r2)
                         counter += 1
                         push(heap, (g2 + h2, -counter, g2, k2))
-            else:  # pragma: no cover - M >= max in-degree + 1 always allows a complete game
-                raise AssertionError("the search ran out of states without completing a game")
+            else:
+                if incumbent is None:  # pragma: no cover - M >= max in-degree + 1 allows a game
+                    raise AssertionError("the search ran out of states without completing a "
+                                         "game")
+                # every state that might lead to a cheaper game was expanded: none does
+                return self.proved(incumbent, expanded, len(best), h0, start)
         finally:
             if bar is not None:
                 bar.update(expanded - bar.n)
@@ -680,6 +734,17 @@ class _Search:
         return Optimum(io=g, moves=moves, states=expanded, seconds=time.perf_counter() - start,
                        M=self.M, reads=reads, writes=writes, generated=generated,
                        lower_bound=h0, symmetries=len(self.symmetry), **extra)
+
+    def proved(self, incumbent: tuple, expanded: int, generated: int, h0: int, start: float,
+               **extra) -> Optimum:
+        """The :class:`Optimum` of a search that found no game cheaper than ``incumbent``,
+        ``(io, moves)``: that game is optimal."""
+        io, moves = incumbent
+        writes = sum(kind == "write" for kind, _ in moves)
+        return Optimum(io=io, moves=list(moves), states=expanded,
+                       seconds=time.perf_counter() - start, M=self.M, reads=io - writes,
+                       writes=writes, generated=generated, lower_bound=h0,
+                       symmetries=len(self.symmetry), **extra)
 
     def rebuild(self, chain: list) -> list:
         """The moves ``(kind, index)`` of the search steps ``chain``, every delete explicit.

@@ -20,8 +20,16 @@ from ioattn.pebble import (
 )
 from ioattn.pebble import compiled as compiled_search
 from ioattn.pebble.search import _Search
+from ioattn.pebble.upper import good_game
 
-from .test_search import REGRESSIONS, binary_tree, brute_force, narrow_dag, random_dag
+from .test_search import (
+    REGRESSIONS,
+    binary_tree,
+    brute_force,
+    narrow_dag,
+    random_dag,
+    wasteful,
+)
 
 pytestmark = pytest.mark.skipif(not compiled_search.available(), reason="numba is missing")
 
@@ -103,6 +111,21 @@ def test_same_search_on_attention_and_matmul_graphs(family, shape, Ms):
     assert optima == sorted(optima, reverse=True)
 
 
+def test_same_search_with_an_incumbent():
+    """Both engines skip the same states with a good game known (its I/O the optimum, or more),
+    on random DAGs and on attention and matrix-product graphs."""
+    rng = random.Random(12)
+    instances = [(matmul_graph(3, 2, 2), 8), (matmul_graph(2, 2, 2), 3),
+                 (matmul_graph(2, 2, 1), 3), (attention_graph(1, 3), 3), (attention_graph(1, 2), 3)]
+    for _ in range(30):
+        g = random_dag(rng, rng.randint(3, 12))
+        instances.append((g, g.max_in_degree + 1 + rng.randint(0, 1)))
+    for g, M in instances:
+        game = good_game(g, M, iterations=100)
+        for incumbent in (game, wasteful(g, game, 1)):
+            assert both(g, M, incumbent=incumbent).io == both(g, M).io
+
+
 def test_64_vertices_the_most_a_word_holds():
     g = Graph([(i, i + 1) for i in range(63)] + [(0, 63)])       # a chain with a shortcut
     assert len(g) == 64
@@ -115,6 +138,71 @@ def test_binary_trees():
         g = binary_tree(leaves)
         for M in Ms:
             both(g, M)
+
+
+# ------------------------------------------------------------------------------------ threads
+def threaded(graph, M, engine="compiled", **options):
+    """The search on two threads: the optimum of the search on one (compiled, which the tests
+    above prove the same as the Python search, or ``engine``), a legal complete game of that
+    I/O, and the same result again."""
+    opt = min_io(graph, M, progress=False, threads=2, **options)
+    again = min_io(graph, M, progress=False, threads=2, **options)
+    assert (opt.io, opt.states, opt.generated, opt.moves) == \
+        (again.io, again.states, again.generated, again.moves)
+    assert opt.io == min_io(graph, M, progress=False, engine=engine, **options).io
+    game = PebbleGame.replay(graph, M, opt.moves)
+    assert game.is_complete() and game.io == opt.io and game.peak <= M
+    return opt
+
+
+def test_threads_find_the_optimum_on_random_small_dags():
+    rng = random.Random(31)
+    for k in range(50):
+        g = (random_dag if k % 2 else narrow_dag)(rng, rng.randint(3, 10))
+        M = g.max_in_degree + 1 + rng.randint(0, 1)
+        opt = threaded(g, M, engine="python")
+        if len(g) <= 8:
+            assert opt.io == brute_force(g, M)
+        threaded(g, M, engine="python", incumbent=good_game(g, M, iterations=20))
+
+
+@pytest.mark.parametrize("g, Ms", [(attention_graph(2, 1), (3, 4, 7)), (matmul_graph(2, 2, 2),
+                                   (3, 4)), (matmul_graph(3, 2, 2), (8,)), (binary_tree(8), (3,))])
+def test_threads_find_the_optimum_on_attention_and_matmul_graphs(g, Ms):
+    for M in Ms:
+        threaded(g, M)
+        threaded(g, M, incumbent=good_game(g, M))
+
+
+def test_threads_with_full_buffers_put_states_back(monkeypatch):
+    """Buffers with room for a few states' successors: each thread expands what fits and puts
+    the rest of its share back on the queue; the optimum stays."""
+    g = matmul_graph(2, 2, 2)
+    margin = 2 * len(g) * 3 + 2
+    monkeypatch.setattr(compiled_search, "_COLUMNS", 3 * margin)
+    calls = []
+    unpop = compiled_search._unpop
+    monkeypatch.setattr(compiled_search, "_unpop", lambda *a: calls.append(a) or unpop(*a))
+    assert threaded(g, 3).io == 25
+    assert calls
+
+
+def test_threads_budget_and_time_limit():
+    for budget in (1, 50, 3000):
+        with pytest.raises(SearchLimitError, match="too large for exact search") as info:
+            min_io(attention_graph(2, 1), 3, max_states=budget, progress=False, threads=2)
+        assert info.value.states == budget and info.value.bound <= 24
+    with pytest.raises(SearchLimitError, match="time_limit") as info:
+        min_io(attention_graph(2, 2), 5, time_limit=0.2, progress=False, threads=2)
+    assert info.value.seconds >= 0.2 and info.value.states > 0
+
+
+def test_threads_must_be_a_positive_integer():
+    g = matmul_graph(1, 2, 1)
+    with pytest.raises(ValueError, match="threads must be at least 1"):
+        min_io(g, 3, threads=0)
+    with pytest.raises(TypeError, match="threads must be an integer"):
+        min_io(g, 3, threads="2")
 
 
 # ------------------------------------------------------------------------------------ limits

@@ -9,6 +9,7 @@ import pytest
 
 from ioattn.pebble import (
     Graph,
+    IllegalMove,
     Optimum,
     PebbleGame,
     SearchLimitError,
@@ -17,6 +18,7 @@ from ioattn.pebble import (
     min_io,
 )
 from ioattn.pebble.search import _Search
+from ioattn.pebble.upper import good_game
 
 
 def solve(graph, M, **options):
@@ -253,6 +255,62 @@ def test_equals_a_plain_search_where_operands_need_reads():
                 search.checking = True
                 assert search.run(10**6, None, False).io == brute_force(g, M), (list(g.order), M)
                 checked += 1
+
+
+# ------------------------------------------------------------------------------- incumbent
+def wasteful(graph, moves, extra):
+    """``moves`` with ``extra`` more I/O: an input read and deleted at the start, again and
+    again."""
+    x = graph.inputs[0]
+    return [("read", x), ("delete", x)] * extra + list(moves)
+
+
+def test_incumbent_keeps_the_optimum_on_random_small_dags():
+    """With a good game known (I/O U), the search skips the states of f >= U: the same optimum
+    as without it and as a plain search, the incumbent's own moves when it is optimal, and
+    never more states expanded or reached."""
+    rng = random.Random(5)
+    proved = found = 0
+    for k in range(60):
+        g = (random_dag if k % 2 else narrow_dag)(rng, rng.randint(3, 9))
+        low = g.max_in_degree + 1
+        for M in range(low, min(low + 2, len(g)) + 1):
+            plain = solve(g, M)
+            assert plain.io == brute_force(g, M)
+            for extra in (0, 1, 3):
+                incumbent = wasteful(g, good_game(g, M, iterations=20), extra)
+                U = PebbleGame.replay(g, M, incumbent).io
+                opt = solve(g, M, incumbent=incumbent)
+                assert opt.io == plain.io
+                assert opt.states <= plain.states and opt.generated <= plain.generated
+                if U == plain.io:
+                    assert opt.moves == incumbent
+                    proved += 1
+                else:
+                    found += 1
+    assert proved > 50 and found > 50
+
+
+def test_incumbent_proved_optimal_saves_the_last_layer():
+    g = attention_graph(2, 1)
+    plain = solve(g, 3)
+    opt = solve(g, 3, incumbent=good_game(g, 3))
+    assert opt.io == plain.io == 24
+    assert opt.states < plain.states and 2 * opt.generated < plain.generated
+
+
+def test_incumbent_must_be_a_complete_legal_game():
+    g = matmul_graph(1, 2, 1)
+    game = good_game(g, 3)
+    with pytest.raises(ValueError, match="not a complete game"):
+        min_io(g, 3, incumbent=game[:-1])
+    with pytest.raises(IllegalMove, match="red pebble"):
+        min_io(g, 3, incumbent=[("write", g.outputs[0])] + game)
+    with pytest.raises(IllegalMove, match="all M = 3 red pebbles"):
+        min_io(g, 3, incumbent=[("read", v) for v in g.inputs] + game)
+    for bad in ("read a", 7, [("read",)], [3], [None]):
+        with pytest.raises((TypeError, ValueError), match="incumbent must be"):
+            min_io(g, 3, incumbent=bad)
 
 
 # ----------------------------------------------------------------------------------- errors
