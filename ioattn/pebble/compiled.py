@@ -40,7 +40,10 @@ State layout (``n <= 64`` vertices; a set of vertices is a ``uint64`` bit mask, 
 Each expansion computes the ``h`` of a successor first, drops it if its ``f`` reaches the
 incumbent's I/O (``min_io(..., incumbent=...)``; never without one), and only then finds its
 canonical form, from the images of the state expanded (an automorphism maps bits to bits, so a
-successor's image is the parent's with a few bits flipped), and its slot.
+successor's image is the parent's with a few bits flipped), and its slot. Where the heuristic
+has no term ``E``, the ``h`` of a successor that evicts ``u`` comes from one count of the state
+with ``u`` evicted, whatever is placed (:func:`_h_evicting`): a handful of counts per expansion
+instead of one per successor.
 
 With ``threads`` above 1 (:func:`_threaded`), the search runs in batches: up to
 :data:`_SHARE` states per thread of the least ``f`` come off the queue, the threads list their
@@ -360,6 +363,23 @@ def _needed(red, blue, M, inp, out, pm, anc, tight, deep, mem):
     return h + _popcount(seen & inp & ~red) + e, seen, e
 
 
+def _h_evicting(h_u, seen_u, inp, xbit):
+    """The ``h`` of the state ``(red - u + x, blue)``, from ``h_u`` and ``seen_u`` of ``_needed(red
+    - u, blue)``, where ``u`` is red and not blue, and ``x`` (bit ``xbit``), neither red nor a
+    pending output, is read (``x`` blue) or computed (a non-input whose operands are red and not
+    ``u``), when the heuristic has no term ``E`` (no tight or deep family): ``h_u``, less one if
+    ``x`` is an input that ``seen_u`` holds.
+
+    Both states have the same pending outputs and the same front ``pending - red`` (``x`` is
+    not pending), and their traversals agree but at ``x``, closed in ``(red - u + x, blue)``.
+    If ``x`` is read it is blue, so closed in both. If it is computed, the other traversal may
+    pass ``x``, adding its operands; they are red in both states, so they stop the traversal
+    and are counted in neither. The inputs counted thus differ only by ``x``, red in one state
+    only. So one ``_needed`` per evicted ``u`` serves every ``x`` placed with it.
+    """
+    return h_u - 1 if seen_u & inp & xbit else h_u
+
+
 def _image(mask, ptab, k):
     """The image of the vertex set ``mask`` under the ``k``-th automorphism (its byte tables)."""
     out = _U0
@@ -424,8 +444,10 @@ def _successors(sid, k, M, inp, out, related, pm, anc, tight, deep, mem, rec, pt
 
     The buffers, a column per successor: ``ub`` (uint64) its canonical form (red, blue; rule 9),
     the automorphism that gives it and its hash; ``ib`` (int64) its step (x placed, u evicted
-    or -1, flags spill | read << 1 | same << 2), ``g``, ``f`` and the parent's slot. ``img``:
-    room for the images of the state expanded under each automorphism."""
+    or -1, flags spill | read << 1 | same << 2), ``g``, ``f`` and the parent's slot. ``img``
+    (uint64, 4 x 64): room for the images of the state expanded under each automorphism (rows
+    0 and 1, red and blue) and, by vertex ``u``, the ``seen`` and ``h`` of the state with ``u``
+    evicted (rows 2 and 3; see :func:`_h_evicting`)."""
     tmask = rec.shape[0] // 3 - 1
     meta = rec[3 * sid + 2]
     red = rec[3 * sid]
@@ -451,6 +473,8 @@ def _successors(sid, k, M, inp, out, related, pm, anc, tight, deep, mem, rec, pt
         img[0, j] = _image(red, ptab, j)
         img[1, j] = _image(blue, ptab, j)
     hs, seen, es = _needed(red, blue, M, inp, out, pm, anc, tight, deep, mem)
+    plain = tight.shape[0] == 0 and deep.shape[0] == 0   # the heuristic has no term E
+    known = _U0                 # the vertices u of img[2:4, u]
     pend = out & ~blue
     live = _live(pend, anc)
     free = _popcount(red) < M
@@ -538,6 +562,14 @@ def _successors(sid, k, M, inp, out, related, pm, anc, tight, deep, mem, rec, pt
                 h2 = hx
             elif blue & ubit:
                 h2 = hx + (1 if inp & ubit else 0)
+            elif plain:
+                if not known & ubit:
+                    hu, su, _ = _needed(red ^ ubit, blue, M, inp, out, pm, anc, tight, deep,
+                                        mem)
+                    img[2, u] = su
+                    img[3, u] = hu
+                    known |= ubit
+                h2 = _h_evicting(np.int64(img[3, u]), img[2, u], inp, low)
             else:
                 h2 = _needed(r, b, M, inp, out, pm, anc, tight, deep, mem)[0]
                 rel = _U0
@@ -635,10 +667,10 @@ def _pop(out, rec, heads, q_id, q_next, q_g, ctr, free_node, qsize, fmin, f_cap)
     return -1, free_node, qsize, fmin
 
 
-def _buffers(columns, symmetries):
+def _buffers(columns):
     """Empty buffers for ``columns`` successors (see :func:`_successors`) and ``img``."""
     return (np.empty((4, columns), np.uint64), np.empty((6, columns), np.int64),
-            np.empty((2, symmetries), np.uint64))
+            np.empty((4, 64), np.uint64))
 
 
 def _step(stop_at, M, inp, out, related, pm, anc, tight, deep, mem, rec, heads, q_id, q_g,
@@ -654,7 +686,7 @@ def _step(stop_at, M, inp, out, related, pm, anc, tight, deep, mem, rec, heads, 
     ctr = mem[4]
     margin = 2 * pm.shape[0] * M + 2        # successors of one state: at most n x 2M
     room = (rec.shape[0] // 3 * 7) // 10
-    ub, ib, img = _buffers(margin, ptab.shape[0])
+    ub, ib, img = _buffers(margin)
     expanded = ctr[_EXPANDED]
     count = ctr[_COUNT]
     free_node = ctr[_FREE]
@@ -860,9 +892,9 @@ def _rehash_memo(m_key, m_info, old_key, old_info):
 # ------------------------------------------------------------------------------- compilation
 _INTRINSICS = ("_popcount", "_low", "_high", "_prefetch")
 _KERNELS = ("_hash", "_live", "_close", "_sc_find", "_assemble", "_assembles", "_tight_cost",
-            "_needed", "_image", "_canonical", "_find", "_successors", "_insert", "_pop",
-            "_buffers", "_step", "_pop_some", "_pop_batch", "_expand", "_unpop", "_insert_all",
-            "_rehash", "_rehash_memo")
+            "_needed", "_h_evicting", "_image", "_canonical", "_find", "_successors", "_insert",
+            "_pop", "_buffers", "_step", "_pop_some", "_pop_batch", "_expand", "_unpop",
+            "_insert_all", "_rehash", "_rehash_memo")
 _state = {"built": None, "compile_seconds": None}
 
 
@@ -1211,7 +1243,7 @@ def _threaded(arrays, kernel, ptab, itab, limit, margin, clock, threads) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
     ctr = arrays.ctr
-    buffers = [_buffers(_COLUMNS, ptab.shape[0]) for _ in range(threads)]
+    buffers = [_buffers(_COLUMNS) for _ in range(threads)]
     memos = [_Memo(np.zeros(_CTR, np.int64)) for _ in range(threads)]
     sids = np.empty(2 * _SHARE * threads, np.int64)      # (and room for their g)
     with ThreadPoolExecutor(threads) as pool:

@@ -140,6 +140,45 @@ def test_binary_trees():
             both(g, M)
 
 
+def test_h_after_an_eviction_from_one_count_per_evicted_vertex():
+    """compiled._h_evicting (the h of every successor that places x and evicts u, from one
+    count of the state with u evicted) equals the full count, on every state (red, blue) of
+    small graphs whose heuristic has no term E, for every u and x it is used for."""
+    import numpy as np
+
+    rng = random.Random(5)
+    graphs = [attention_graph(1, 1), matmul_graph(1, 2, 1)]
+    while len(graphs) < 12:
+        g = random_dag(rng, rng.randint(4, 7))
+        if not (_Search(g, 3).tight or _Search(g, 3).deep):
+            graphs.append(g)
+    checked = 0
+    for g in graphs:
+        s = _Search(g, len(g))
+        assert not (s.tight or s.deep)
+        n, inp, out = s.n, s.inp, s.out
+        for red in range(1 << n):
+            for blue in range(1 << n):
+                pending = out & ~blue
+                for u in range(n):
+                    ubit = 1 << u
+                    if not red & ubit or blue & ubit:
+                        continue
+                    h_u, seen_u, _ = s.needed(red ^ ubit, blue)
+                    for x in range(n):
+                        xbit = 1 << x
+                        if red & xbit or pending & xbit:
+                            continue
+                        computed = not inp & xbit and not s.pm[x] & ~(red ^ ubit)
+                        if not (blue & xbit or computed):
+                            continue
+                        h = compiled_search._h_evicting(h_u, np.uint64(seen_u), np.uint64(inp),
+                                                        np.uint64(xbit))
+                        assert h == s.needed(red ^ ubit | xbit, blue)[0]
+                        checked += 1
+    assert checked > 100_000
+
+
 # ------------------------------------------------------------------------------------ threads
 def threaded(graph, M, engine="compiled", **options):
     """The search on two threads: the optimum of the search on one (compiled, which the tests
@@ -226,7 +265,8 @@ def test_state_budget_gives_up_as_the_python_search_does(g, M, budget):
 def test_time_limit():
     with pytest.raises(SearchLimitError, match="time_limit") as info:
         min_io(attention_graph(2, 2), 5, time_limit=0.2, progress=False)
-    assert info.value.seconds >= 0.2 and info.value.states > 0
+    # (it may stop a little before the limit: when growing the table would end past it)
+    assert 0.1 < info.value.seconds < 2 and info.value.states > 0
 
 
 def test_progress_bar(capsys):
