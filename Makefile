@@ -56,6 +56,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/masks.py
 	$(BIN)/python benchmarks/symmetry.py
 	$(BIN)/python benchmarks/incumbent.py
+	$(BIN)/python benchmarks/evictions.py
 
 # The whole test suite before and now, each from a fresh checkout (about 20 minutes on 2 cores).
 bench-tests: $(STAMP) chromium
