@@ -603,7 +603,11 @@ def _insert(lo, hi, ub, ib, rec, heads, q_id, q_g, q_next, ctr, count, free_node
     :func:`_successors`), in order, those not reached before at no more cost; return the
     queue's counters ``(count, free_node, pool, qsize, fmin)`` updated."""
     n_heads = heads.shape[0]
+    tmask = rec.shape[0] // 3 - 1
+    ahead = 16                  # ask the memory for the slot of the successor so far ahead
     for j in range(lo, hi):
+        if j + ahead < hi:
+            _prefetch(rec, 3 * np.int64(ub[3, j + ahead] & np.uint64(tmask)))
         g2 = ib[3, j]
         s2, there = _find(rec, ub[0, j], ub[1, j], ub[3, j])
         if there:
