@@ -13,8 +13,8 @@ the benchmark stops). The last two rows are the target of issue 17: ``attention_
 ``M = 5`` proved optimal within 60 s on two cores, with the game ``good_game`` finds as the
 incumbent (its seconds excluded), on one thread and on two.
 
-Run ``python benchmarks/evictions.py`` from a clone (about eight minutes; ``--before REV`` to
-compare with another commit).
+Run ``python benchmarks/evictions.py`` from a clone (8 to 15 minutes on 2 cores; ``--before REV``
+to compare with another commit).
 """
 
 from __future__ import annotations
