@@ -650,10 +650,29 @@ def order(N: int, d: int, M: int, *, backward: bool = False) -> float:
     """The Theta-order with no constant: ``min(N^2 d^2 / M, N^2 d / sqrt(M)) + N d`` forward
     ([SY]_ Theorem 3.1, plus the trivial ``N d``: without it the order is false where ``M``
     exceeds ``N d`` or ``N < sqrt(M)``, since every input is read); with ``backward=True``,
-    ``min((N^2 d^2 + N d^3) / M, (N^2 d + N d^2) / sqrt(M)) + N d``, [LLSS]_ Theorem 1.1 (as
-    reported by secondary sources) plus the trivial term."""
+    ``min((N^2 d^2 + N d^3) / M, (N^2 d + N d^2) / sqrt(M)) + N d``, the order [LLSS]_ state
+    (their Theorem 1.1 in arXiv v1, as reported by secondary sources) plus the trivial term, for
+    ``N >= d`` only.
+
+    For ``N >= d`` each term of the backward minimum lies between its ``N^2`` part and twice
+    it, so the backward order is the forward's. For ``N < d`` the formula is not the order of
+    ioattn's backward passes: every product of the backward pass has two sides of length ``N``
+    and one of length ``d``, so square tiling moves ``O(N^2 d / sqrt(M) + N d)``, a factor about
+    ``1 + d / N`` below the formula's second term. So ``backward=True`` with ``N < d`` raises
+    ``ValueError``. At ``N = 8, d = 512, M = 16`` the outer schedule's backward pass moves about
+    a quarter of ``(N^2 d + N d^2) / sqrt(M)``:
+
+    >>> io = io_cost("square_tiling", 8, 512, 16, backward=True, schedule="outer").total
+    >>> io, round(io / ((8**2 * 512 + 8 * 512**2) / 16**0.5), 2)
+    (139544, 0.26)
+    """
     N, d, M = _sizes(N, d, M)
     if _flag(backward, "backward"):
+        if N < d:
+            raise ValueError(
+                f"order(backward=True) is stated for N >= d only, got N = {N} < d = {d}: for "
+                "N < d the backward passes move O(N^2 d / sqrt(M) + N d), less than the formula "
+                "of Li, Liang, Shi, Song et al. (arXiv:2410.09397)")
         return min((N * N * d * d + N * d ** 3) / M, (N * N * d + N * d * d) / M ** 0.5) + N * d
     return min(N * N * d * d / M, N * N * d / M ** 0.5) + N * d
 

@@ -14,7 +14,7 @@ import ioattn
 from ioattn import bounds, masks
 from ioattn.bounds import _ceil_sqrt_ratio
 
-from .conftest import BACKWARD_VARIANTS, VARIANT_IDS, VARIANTS, least_M
+from .conftest import BACKWARD_VARIANTS, VARIANT_IDS, VARIANTS, least_M, reference_backward
 
 
 def check_point(name, options, N, d, M):
@@ -226,6 +226,33 @@ def test_backward_order_regime_and_errors():
         bounds.upper_bound("flash", 10, 8, 1000, save_lse=True)
     with pytest.raises(ValueError, match="no mask, no save_lse"):
         bounds.upper_bound("standard", 4, 8, 1000, backward=True, mask=[[True] * 4] * 4)
+
+
+def test_backward_order_is_stated_for_N_at_least_d():
+    # [LLSS]'s order is claimed for N >= d only; N = d is the boundary
+    with pytest.raises(ValueError, match="stated for N >= d only, got N = 8 < d = 512"):
+        bounds.order(8, 512, 16, backward=True)
+    assert bounds.order(512, 512, 16, backward=True) == (512**3 + 512**3) / 4 + 512**2
+    assert bounds.order(8, 512, 16) == 8**2 * 512 / 4 + 8 * 512       # the forward is unchanged
+    # why: for N << d the backward pass moves far less than (N^2 d + N d^2) / sqrt(M)
+    N, d, M = 8, 512, 16
+    rng = np.random.default_rng(0)
+    Q, K, V, dO = rng.standard_normal((4, N, d))
+    got = ioattn.run_backward("square_tiling", Q, K, V, dO, M, schedule="outer")
+    assert got.io == ioattn.io_cost("square_tiling", N, d, M, backward=True, schedule="outer")
+    assert got.io.peak <= M
+    for grad, want in zip(got.output, reference_backward(Q, K, V, dO)):
+        assert np.allclose(grad, want, rtol=0, atol=1e-12)
+    assert got.io.total < 0.3 * (N * N * d + N * d * d) / math.sqrt(M)
+    # and at N = 16, d = 4096 the cheapest backward pass is below a fifth of the formula
+    N, d = 16, 4096
+    outer = {"schedule": "outer"}
+    for M in (4, 64, 1024, 4096):
+        best = min(ioattn.io_cost(name, N, d, M, backward=True, **opts).total
+                   for name, opts in (("square_tiling", outer), ("square_tiling", {}),
+                                      ("standard", {})))
+        formula = min((N * N * d * d + N * d**3) / M, (N * N * d + N * d * d) / math.sqrt(M))
+        assert best < 0.2 * (formula + N * d)
 
 
 def test_backward_flash_upper_bound_formula():
