@@ -1,7 +1,9 @@
 """The ``ioattn`` command (also ``python -m ioattn``).
 
 ``ioattn sweep --N 4096 --d 64`` prints the exact I/O of every algorithm over powers of two of M,
-marks the cheapest and the crossover, and with ``--plot FILE`` saves the log-log plot.
+marks the cheapest and the crossover, and with ``--plot FILE`` saves the log-log plot. Square
+tiling runs the outer-product schedule, as in the book's crossover chapter (:data:`SWEEP_OPTIONS`;
+``--option square_tiling.schedule=blocked`` for the blocked one).
 ``--check`` also runs every point on random data through the memory model and confirms that the
 counted I/O equals the closed form (slow for large N; a progress bar shows how far it is).
 
@@ -31,6 +33,10 @@ from . import __version__
 from .algorithms import REGISTRY, get
 from .api import io_cost, run, run_backward
 from .sweep import powers_of_two, sweep
+
+#: The options ``ioattn sweep`` runs the algorithms with unless ``--option`` says otherwise: those
+#: of the book's crossover chapter.
+SWEEP_OPTIONS = {"square_tiling": {"schedule": "outer"}}
 
 
 def _positive(text: str) -> int:
@@ -93,7 +99,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--M-max", type=_positive, help="largest M (default 32 d^2)")
     s.add_argument("--algorithms", type=_names, help="comma-separated names (default: all)")
     s.add_argument("--option", type=_option, action="append", default=[], metavar="NAME.KEY=VALUE",
-                   help="an algorithm's option, e.g. square_tiling.schedule=outer (repeatable)")
+                   help="an algorithm's option, e.g. square_tiling.schedule=blocked (repeatable; "
+                   "default: square_tiling.schedule=outer)")
     s.add_argument("--plot", metavar="FILE", help="save a log-log plot (PNG, SVG, PDF...)")
     s.add_argument("--backward", action="store_true",
                    help="the backward pass (gradients dQ, dK, dV) instead of the forward")
@@ -196,7 +203,7 @@ def _main(argv) -> int:
     if not Ms:
         print(f"ioattn: no power of two between {args.M_min} and {M_max}", file=sys.stderr)
         return 2
-    options: dict[str, dict] = {}
+    options: dict[str, dict] = {name: dict(opts) for name, opts in SWEEP_OPTIONS.items()}
     for name, key, value in args.option:
         options.setdefault(name, {})[key] = value
     try:

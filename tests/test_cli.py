@@ -37,6 +37,27 @@ def test_options_reach_the_algorithms(capsys):
     assert "every count equals its closed form" in out
 
 
+def test_square_tiling_runs_the_outer_schedule_unless_told_otherwise(capsys):
+    # the book's crossover chapter sweeps with the outer schedule, and so does the command
+    assert main(["sweep", "--N", "4096", "--d", "64"]) == 0
+    out = capsys.readouterr().out
+    outer = ioattn.io_cost("square_tiling", 4096, 64, 1024, schedule="outer").total
+    blocked = ioattn.io_cost("square_tiling", 4096, 64, 1024).total
+    assert outer < blocked
+    assert "options: square_tiling (schedule=outer)" in out
+    assert f"{outer:,}*" in out and f"{blocked:,}" not in out     # cheapest at M = 1024
+    outer_options = {"square_tiling": {"schedule": "outer"}}
+    last = ioattn.bounds.crossovers(4096, 64, 4, 32 * 64 * 64, options=outer_options)[-1]
+    assert f"crossover at M = {last.M:,} " in out
+    assert main(["sweep", "--N", "4096", "--d", "64",
+                 "--option", "square_tiling.schedule=blocked"]) == 0
+    out = capsys.readouterr().out
+    assert "options: square_tiling (schedule=blocked)" in out
+    assert f"{blocked:,}" in out and f"{outer:,}" not in out
+    assert main(["sweep", "--N", "256", "--d", "16", "--algorithms", "flash,standard"]) == 0
+    assert "options:" not in capsys.readouterr().out            # nothing swept has options
+
+
 def test_backward_sweep_is_checked_against_the_simulation(capsys):
     assert main(["sweep", "--N", "64", "--d", "8", "--M-min", "128", "--M-max", "256",
                  "--backward", "--check"]) == 0
