@@ -116,8 +116,9 @@ computes ``Q K^T`` alone with standard sums of products, since they use only tha
 ``backward=True`` forms need the ``dO V^T`` trees too.) [LLSS]_ state the backward's I/O
 complexity as ``Theta(min{(N^2 d^2 + N d^3)/M, (N^2 d + N d^2)/sqrt(M)})`` for standard matrix
 multiplication: their Theorem 1.1 (arXiv v1), known here only from secondary sources (it is not
-in their abstract); :func:`order` with ``backward=True`` adds the trivial ``N d``. The constants
-here are the book's.
+in their abstract); :func:`order` with ``backward=True`` adds the trivial ``N d`` and is stated
+for ``N >= d`` only: for ``N < d`` the backward passes here move less than that order. The
+constants here are the book's.
 
 Sparse attention
 ----------------
@@ -184,7 +185,9 @@ References
 .. [SLLG] T. M. Smith et al., "A tight I/O lower bound for matrix multiplication",
    arXiv:1702.02017.
 .. [LLSS] X. Li, Y. Liang, Z. Shi, Z. Song et al., "On fine-grained I/O complexity of attention
-   backward passes", arXiv:2410.09397.
+   backward passes", arXiv:2410.09397 (title and authors of v2, January 2026; the theorem
+   numbering quoted is that of v1, October 2024, "Fine-grained attention I/O complexity:
+   comprehensive analysis for backward passes", by X. Li, Y. Liang, Z. Shi, Z. Song, Y. Zhou).
 .. [FA] T. Dao et al., "FlashAttention", NeurIPS 2022 (Proposition 4: block-sparse FlashAttention).
 """
 
