@@ -816,9 +816,9 @@ def test_parallel_words_at_several_P():
                        "a word.")
     assert said[2] == (
         "At P = 2: all-to-all moves the fewest words, 8,388,608 on the busiest processor, as "
-        "ring attention, striped attention and the 2D grid do; it holds 0.92× the ring's memory per "
-        "processor (11,599,872 words against 12,648,448), and receives 2.96× the lower bound "
-        "on the words received.")
+        "ring attention, striped attention and the 2D grid do; it holds 0.92× the ring's "
+        "memory per processor (11,599,872 words against 12,648,448), and receives 2.96× the "
+        "lower bound on the words received.")
     assert said[16] == (
         "At P = 16: all-to-all moves the fewest words, 1,966,080 on the busiest processor, "
         "8.00× less than ring attention; it holds 0.85× the ring's memory per processor "

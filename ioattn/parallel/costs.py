@@ -101,9 +101,9 @@ LAYOUT = {"ring": "contiguous", "striped": "striped", "all_to_all": "contiguous"
 class ParallelCost:
     """The exact communication of one algorithm on ``P`` processors (see the module docstring).
 
-    ``sent``, ``received``, ``messages`` and ``memory`` are integer arrays of length ``P`` (int64,
-    or Python ints where int64 could overflow); ``work`` is ``P x steps`` (``steps = P`` for the rings, 1 otherwise): the score entries each
-    processor computes at each step.
+    ``sent``, ``received``, ``messages`` and ``memory`` are integer arrays of length ``P``
+    (int64, or Python ints where int64 could overflow); ``work`` is ``P x steps`` (``steps = P``
+    for the rings, 1 otherwise): the score entries each processor computes at each step.
     """
 
     name: str
