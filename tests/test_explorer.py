@@ -816,18 +816,18 @@ def test_parallel_words_at_several_P():
                        "a word.")
     assert said[2] == (
         "At P = 2: all-to-all moves the fewest words, 8,388,608 on the busiest processor, as "
-        "ring attention and striped attention do; it holds 0.92× the ring's memory per "
-        "processor (11,599,872 words against 12,648,448), and receives 2.96× the lower bound "
-        "on the words received.")
+        "ring attention, striped attention and the 2D grid do; it holds 0.92× the ring's "
+        "memory per processor (11,599,872 words against 12,648,448), and receives 2.96× the "
+        "lower bound on the words received.")
     assert said[16] == (
         "At P = 16: all-to-all moves the fewest words, 1,966,080 on the busiest processor, "
         "8.00× less than ring attention; it holds 0.85× the ring's memory per processor "
         "(1,794,048 words against 2,105,344), and receives 2.07× the lower bound on the words "
         "received.")
     assert said[32] == (
-        "At P = 32: the 2D grid moves the fewest words, 5,271,552 on the busiest processor, "
-        "3.08× less than ring attention; it holds 3.04× the ring's memory per processor "
-        "(3,194,880 words against 1,052,672), and receives 7.56× the lower bound on the words "
+        "At P = 32: the 2D grid moves the fewest words, 5,255,168 on the busiest processor, "
+        "3.09× less than ring attention; it holds 3.01× the ring's memory per processor "
+        "(3,170,304 words against 1,052,672), and receives 7.53× the lower bound on the words "
         "received; all-to-all needs H ≥ P (H = 16).")
     back = across(4096, 64, backward=True, causal=True)
     assert parallel_words(back, 2) == (

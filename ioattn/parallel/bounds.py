@@ -1,41 +1,51 @@
 """Lower bounds on the words a processor must receive to compute attention on ``P`` processors.
 
-Both bounds are proved in the chapter on many processors, in the model of
-:mod:`ioattn.parallel.costs` and under one assumption that every algorithm of
-:mod:`ioattn.parallel` meets:
+All are proved in the chapter on many processors, in the model of :mod:`ioattn.parallel.costs`,
+under assumptions that every algorithm of :mod:`ioattn.parallel` meets:
 
 (A) each score ``S_ij = q_i . k_j`` is computed by one processor, at a moment when it holds all
-    ``2d`` entries of ``q_i`` and ``k_j``.
+    ``2d`` entries of ``q_i`` and ``k_j``; entries of ``Q`` and ``K`` are stored and moved only
+    as themselves (a word that holds one holds nothing else of them), and a processor holds one
+    at a moment only if it held it just before or receives it then (or started with it).
+(A_V) moreover each term ``P_ij v_j`` is formed by the processor that computes ``S_ij``, at a
+    moment when it holds all ``d`` entries of ``v_j``, and entries of ``V`` obey (A) too.
 
 Every score ``(i, j)`` of each head (``Z = N^2`` of them, ``N (N + 1) / 2`` under a causal mask)
 is computed somewhere, so some processor computes ``F >= ceil(H Z / P)`` of them; it starts with
-at most ``n = ceil(N / P)`` rows of ``Q`` and of ``K`` of each head.
+at most ``n = ceil(N / P)`` rows of ``Q``, ``K`` and ``V`` of each head.
 
 *Memory-independent* (:func:`memory_independent`). A processor that computes ``F_h`` scores of
-head ``h`` has held ``a`` rows of ``q`` and ``b`` rows of ``k`` with ``a b >= F_h``, and received
-all but ``n`` of each: at least ``2d (sqrt(F_h) - n)`` words when ``F_h >= n^2``. Minimised over
-the ways to spread ``F`` over ``H`` heads of at most ``Z`` scores each (a sum of functions concave
-above ``n^2``, so the least is at a vertex: ``k`` whole heads, one partial, the rest at ``n^2``)::
+head ``h`` has held ``a`` rows of ``q`` and ``b`` rows of ``k`` with ``a b >= F_h`` and received
+all but ``n`` of each (this uses only that it held every entry of ``q_i`` and ``k_j`` at some
+time): at least ``2d (sqrt(F_h) - n)`` words when ``F_h >= n^2``. Minimised over the ways to
+spread ``F`` over ``H`` heads of at most ``Z`` scores each (a sum of functions concave above
+``n^2``, so the least is at a vertex: ``k`` whole heads, one partial, the rest at ``n^2``)::
 
     received >= 2d ( k (sqrt(Z) - n) + sqrt(n^2 + r) - n ),
     E = F - H n^2 > 0,  k = floor(E / (Z - n^2)),  r = E - k (Z - n^2);
 
-for one head, ``2d (sqrt(F) - n) ~ 2dN / sqrt(P)``. It is the analogue, for the product ``Q K^T``
-with its inner dimension ``d`` never split, of the memory-independent bounds for matrix
-multiplication [BDHLS12]_.
+for one head, ``2d (sqrt(F) - n) ~ 2dN / sqrt(P)``.
+
+*With the values* (:func:`with_values`, under (A_V)). The processor also holds the ``b`` rows
+of ``v``: it receives at least ``d ((a - n)^+ + 2 (b - n)^+) >= d (2 sqrt(2 F_h) - 3n)^+ =
+2 sqrt(2) d (sqrt(F_h) - t)^+`` words of head ``h``, with ``t^2 = 9 n^2 / 8``; the same vertex
+with ``t`` in place of ``n`` and ``2 sqrt(2) d`` in place of ``2d``. For one head it is about
+``2 sqrt(2) dN / sqrt(P)``, ``sqrt(2)`` times the first.
 
 *Memory-dependent* (:func:`memory_dependent`). If the processor never holds more than ``S``
-words, cut its run after every ``S`` words it receives. In one piece it can use at most ``2S``
-entries of ``Q`` and ``K`` (``S`` held at the start, ``S`` received), hence rows ``a + b <= 2S/d``
-and at most ``(S/d)^2`` scores (also summed over heads). With ``floor(R / S) + 1`` pieces for ``R``
-received words::
+words of its counted memory, and at most ``M`` entries of ``Q`` and ``K`` outside it (in its
+cache; ``M = 0`` for a cache that only holds copies of words in the memory), cut its run after
+every ``S`` words it receives. In one piece it can use at most ``2S + M`` entries of ``Q`` and
+``K`` (``S + M`` held at the start, ``S`` received), hence rows ``a + b <= (2S + M)/d`` and at
+most ``((2S + M) / (2d))^2`` scores (also summed over heads). With ``floor(R / S) + 1`` pieces
+for ``R`` received words::
 
-    received >= F d^2 / S - S,
+    received >= 4 F d^2 S / (2S + M)^2 - S     (F d^2 / S - S when M = 0).
 
-the analogue of the memory-dependent bound of [ITT04]_ for matrix multiplication (and of Hong and
-Kung's argument for one cache).
-
-Both are bounds on the words *received* by the busiest processor, so on its traffic too.
+Both kinds are bounds on the words *received* by the busiest processor, so on its traffic too.
+They are the analogues for attention of the bounds on matrix multiplication ([ITT04]_,
+[BDHLS12]_; with theorem numbers, [COSMA]_ Theorems 1 and 2), whose theorems do not apply
+verbatim: there the product is an output held in memory, here the scores are consumed at once.
 
 References
 ----------
@@ -44,67 +54,107 @@ References
 .. [BDHLS12] G. Ballard, J. Demmel, O. Holtz, B. Lipshitz, O. Schwartz, "Brief announcement:
    strong scaling of matrix multiplication algorithms and memory-independent communication
    lower bounds", SPAA 2012.
+.. [COSMA] G. Kwasniewski et al., "Red-blue pebbling revisited: near optimal parallel
+   matrix-matrix multiplication", SC 2019 (arXiv:1908.09606).
 """
 
 from __future__ import annotations
 
-from math import sqrt
+from fractions import Fraction
+from math import floor, sqrt
 
 from .._validate import as_count
 from ..algorithms.base import ceil_div
+from .costs import as_flag
 
-__all__ = ["busiest_scores", "lower_bound", "memory_dependent", "memory_independent", "scores"]
+__all__ = ["busiest_scores", "lower_bound", "memory_dependent", "memory_independent", "scores",
+           "with_values"]
 
 
 def scores(N: int, causal: bool = False) -> int:
     """``Z``: the scores of one head, ``N^2``, or ``N (N + 1) / 2`` under a causal mask."""
+    N, causal = as_count(N, "N"), as_flag(causal, "causal")
     return N * (N + 1) // 2 if causal else N * N
 
 
 def busiest_scores(N: int, P: int, heads: int = 1, causal: bool = False) -> int:
     """``F = ceil(H Z / P)``: some processor computes at least this many scores."""
+    P, heads = as_count(P, "P"), as_count(heads, "heads")
     return ceil_div(heads * scores(N, causal), P)
 
 
-def _args(N, d, P, heads):
-    return as_count(N, "N"), as_count(d, "d"), as_count(P, "P"), as_count(heads, "heads")
+def _args(N, d, P, heads, causal):
+    N, d, P, H = as_count(N, "N"), as_count(d, "d"), as_count(P, "P"), as_count(heads, "heads")
+    if N < P:
+        raise ValueError(f"every processor needs at least one row: N = {N} < P = {P}")
+    return N, d, P, H, as_flag(causal, "causal")
+
+
+def _vertex(F: int, H: int, Z: int, t2: Fraction) -> float:
+    """``min sum_h (sqrt(x_h) - t)^+`` over reals ``0 <= x_h <= Z`` with ``sum_h x_h >= F``
+    (``t^2 = t2``): ``k (sqrt(Z) - t) + sqrt(t^2 + r) - t`` with ``E = F - H t^2``,
+    ``k = floor(E / (Z - t^2))``, ``r = E - k (Z - t^2)``; 0 when ``E <= 0`` or ``Z <= t^2``
+    (the proof of the chapter's memory-independent bound, which holds for every ``t >= 0``)."""
+    E = F - H * t2
+    if E <= 0 or Z <= t2:
+        return 0.0
+    k = floor(E / (Z - t2))
+    r = E - k * (Z - t2)
+    t = sqrt(t2)
+    return k * (sqrt(Z) - t) + sqrt(t2 + r) - t
 
 
 def memory_independent(N: int, d: int, P: int, *, heads: int = 1, causal: bool = False) -> float:
-    """Words the busiest processor receives, whatever its memory (module docstring).
+    """Words the busiest processor receives, whatever its memory, under (A) (module docstring).
 
     >>> memory_independent(4096, 64, 16)   # 2d (N/4 - N/16)
     98304.0
     >>> memory_independent(4096, 64, 1)
     0.0
     """
-    N, d, P, H = _args(N, d, P, heads)
+    N, d, P, H, causal = _args(N, d, P, heads, causal)
     n = ceil_div(N, P)
-    Z = scores(N, causal)
-    E = busiest_scores(N, P, H, causal) - H * n * n
-    if E <= 0 or Z <= n * n:
-        return 0.0
-    k, r = divmod(E, Z - n * n)
-    return 2.0 * d * (k * (sqrt(Z) - n) + sqrt(n * n + r) - n)
+    return 2.0 * d * _vertex(busiest_scores(N, P, H, causal), H, scores(N, causal),
+                             Fraction(n * n))
 
 
-def memory_dependent(N: int, d: int, P: int, S: int, *, heads: int = 1,
+def with_values(N: int, d: int, P: int, *, heads: int = 1, causal: bool = False) -> float:
+    """Words the busiest processor receives, whatever its memory, under (A) and (A_V): it also
+    holds the rows of ``V`` of the keys it uses (module docstring). For one head
+    ``d (2 sqrt(2F) - 3n)``.
+
+    >>> with_values(4096, 64, 16) == 64 * (2 * (2 * 4096**2 / 16) ** 0.5 - 3 * 256)
+    True
+    """
+    N, d, P, H, causal = _args(N, d, P, heads, causal)
+    n = ceil_div(N, P)
+    return 2.0 * sqrt(2.0) * d * _vertex(busiest_scores(N, P, H, causal), H, scores(N, causal),
+                                         Fraction(9 * n * n, 8))
+
+
+def memory_dependent(N: int, d: int, P: int, S: int, *, M: int = 0, heads: int = 1,
                      causal: bool = False) -> float:
-    """Words the busiest processor receives when no processor holds more than ``S`` words
-    (module docstring): ``F d^2 / S - S``, or 0 when that is negative.
+    """Words the busiest processor receives when no processor holds more than ``S`` words of
+    its memory and ``M`` entries of ``Q`` and ``K`` outside it (module docstring):
+    ``4 F d^2 S / (2S + M)^2 - S``, ``F d^2 / S - S`` at ``M = 0``, or 0 when negative.
 
     >>> memory_dependent(4096, 64, 16, S=2 * 64 * 256)   # (N^2/16) d^2 / S - S
     98304.0
     """
-    N, d, P, H = _args(N, d, P, heads)
-    S = as_count(S, "S")
-    return max(0.0, busiest_scores(N, P, H, causal) * d * d / S - S)
+    N, d, P, H, causal = _args(N, d, P, heads, causal)
+    S, M = as_count(S, "S"), as_count(M, "M", least=0)
+    F = busiest_scores(N, P, H, causal)
+    return max(0.0, float(Fraction(4 * F * d * d * S, (2 * S + M) ** 2) - S))
 
 
-def lower_bound(N: int, d: int, P: int, S: int | None = None, *, heads: int = 1,
-                causal: bool = False) -> float:
-    """The larger of the two bounds (only the memory-independent one when ``S`` is None)."""
+def lower_bound(N: int, d: int, P: int, S: int | None = None, *, M: int = 0, heads: int = 1,
+                causal: bool = False, values: bool = False) -> float:
+    """The largest of the bounds that apply: :func:`memory_independent`, with ``values`` also
+    :func:`with_values` (under (A_V)), and :func:`memory_dependent` when ``S`` is given."""
+    values = as_flag(values, "values")
     bound = memory_independent(N, d, P, heads=heads, causal=causal)
+    if values:
+        bound = max(bound, with_values(N, d, P, heads=heads, causal=causal))
     if S is not None:
-        bound = max(bound, memory_dependent(N, d, P, S, heads=heads, causal=causal))
+        bound = max(bound, memory_dependent(N, d, P, S, M=M, heads=heads, causal=causal))
     return bound

@@ -55,10 +55,16 @@ along the grid row::
     received_p = dH (N_a - n_p) + 2dH (N^b - n_p) + (d + 1) H n_p (P_c - 1),
     messages_p = 2 (P_c - 1) + (P_r - 1).
 
-For ``P_r = P_c = sqrt(P)`` and equal shares the traffic is ``2 (4d + 1) H (N / sqrt(P)) (1 -
-1 / sqrt(P))``, against the ring's ``4 d H N (1 - 1/P)``: less at every ``P`` whose grid has
-more than one row (every composite ``P``; a prime ``P`` gives a ``1 x P`` grid), for memory
-``(4d + 3) H N / sqrt(P)`` instead of the ring's ``(8d + 2) H N / P``.
+With equal shares the traffic of every processor is ``H n ((2d + 1)(P_c - 1) + 2d (P_r - 1))``
+and its memory ``H n ((2d + 3) P_c + 2d P_r)``; the default shape (:func:`~.layout.grid_shape`)
+is the factorisation ``P = P_r P_c`` with the least of that traffic (ties: the least memory).
+For ``P_r = P_c = sqrt(P)`` the traffic is ``2 (4d + 1) H (N / sqrt(P)) (1 - 1 / sqrt(P))``,
+against the ring's ``4 d H N (1 - 1/P)``: less on every grid with at least two rows and two
+columns, equal on a ``P x 1`` grid, for memory ``(4d + 3) H N / sqrt(P)`` instead of the ring's
+``(8d + 2) H N / P``.
+
+Every count is an exact integer: the arrays are int64 where no count can reach ``2^62``, and
+arrays of Python ints beyond (``N = 10^9`` and more), so nothing overflows.
 
 References
 ----------
@@ -79,7 +85,8 @@ import numpy as np
 from .._validate import as_count
 from .layout import grid_shape, shares
 
-__all__ = ["ALGORITHMS", "BACKWARD", "ParallelCost", "check", "cost", "pairs", "sweep"]
+__all__ = ["ALGORITHMS", "BACKWARD", "ParallelCost", "as_flag", "check", "cost", "pairs",
+           "sweep"]
 
 #: The algorithms, in the order the book introduces them.
 ALGORITHMS = ("ring", "striped", "all_to_all", "grid")
@@ -94,9 +101,9 @@ LAYOUT = {"ring": "contiguous", "striped": "striped", "all_to_all": "contiguous"
 class ParallelCost:
     """The exact communication of one algorithm on ``P`` processors (see the module docstring).
 
-    ``sent``, ``received``, ``messages`` and ``memory`` are int64 arrays of length ``P``;
-    ``work`` is ``P x steps`` (``steps = P`` for the rings, 1 otherwise): the score entries each
-    processor computes at each step.
+    ``sent``, ``received``, ``messages`` and ``memory`` are integer arrays of length ``P``
+    (int64, or Python ints where int64 could overflow); ``work`` is ``P x steps`` (``steps = P``
+    for the rings, 1 otherwise): the score entries each processor computes at each step.
     """
 
     name: str
@@ -166,12 +173,21 @@ class ParallelCost:
     __hash__ = None
 
 
+def as_flag(value, name: str) -> bool:
+    """``value`` if it is a real ``bool`` (``numpy.bool_`` too), else a TypeError naming it: a
+    string such as ``"no"`` is not silently true."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
+    return bool(value)
+
+
 def check(name: str, N: int, d: int, P: int, heads: int = 1, backward: bool = False,
           grid=None) -> tuple[int, int, int, int, tuple[int, int] | None]:
     """Validate the arguments of :func:`cost` (and of the MPI runs); clear errors naming them."""
     if name not in ALGORITHMS:
         raise ValueError(f"unknown parallel algorithm {name!r}; known: {', '.join(ALGORITHMS)}")
     N, d, P, heads = as_count(N, "N"), as_count(d, "d"), as_count(P, "P"), as_count(heads, "heads")
+    backward = as_flag(backward, "backward")
     if N < P:
         raise ValueError(f"every processor needs at least one row: N = {N} < P = {P}")
     if backward and name not in BACKWARD:
@@ -184,7 +200,7 @@ def check(name: str, N: int, d: int, P: int, heads: int = 1, backward: bool = Fa
         raise ValueError(f"grid= is an option of 'grid' only, not of {name!r}")
     if name == "grid":
         if grid is None:
-            grid = grid_shape(P)
+            grid = grid_shape(P, d)
         try:
             P_r, P_c = (as_count(g, "grid side") for g in grid)
         except TypeError:
@@ -241,7 +257,7 @@ def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = Fa
     backward : bool
         The backward pass (``"ring"`` and ``"striped"``).
     grid : (int, int), optional
-        ``(P_r, P_c)`` for ``"grid"``; default :func:`~.layout.grid_shape`.
+        ``(P_r, P_c)`` for ``"grid"``; default :func:`~.layout.grid_shape` ``(P, d)``.
 
     Returns
     -------
@@ -256,44 +272,64 @@ def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = Fa
     True
     """
     N, d, P, H, grid = check(name, N, d, P, heads, backward, grid)
-    n = [int(x) for x in shares(N, P)]
+    causal = as_flag(causal, "causal")
+    dtype = _dtype(N, d, H)
     if name in ("ring", "striped"):
-        parts = _ring(n, N, d, P, H, causal, backward, name == "striped")
+        parts = _ring(shares(N, P).astype(dtype), N, d, P, H, causal, backward,
+                      name == "striped")
     elif name == "all_to_all":
-        parts = _all_to_all(n, N, d, P, H, causal)
+        parts = _all_to_all([int(x) for x in shares(N, P)], N, d, P, H, causal)
     else:
-        parts = _grid(n, N, d, P, H, causal, grid)
-    sent, received, messages, memory, work = parts
-    arr = np.asarray
-    return ParallelCost(name, N, d, P, H, bool(causal), bool(backward), grid,
-                        arr(sent, np.int64), arr(received, np.int64), arr(messages, np.int64),
-                        arr(memory, np.int64), arr(work, np.int64).reshape(P, -1))
+        parts = _grid([int(x) for x in shares(N, P)], N, d, P, H, causal, grid)
+    sent, received, messages, memory, work = (np.asarray(x, dtype) for x in parts)
+    return ParallelCost(name, N, d, P, H, causal, backward, grid, sent, received, messages,
+                        memory, work.reshape(P, -1))
+
+
+#: Below this every count fits an int64 with room to spare (a sum of two of them still fits).
+_INT64_SAFE = 1 << 62
+
+
+def _dtype(N: int, d: int, H: int):
+    """int64 when every count of :func:`cost` is below ``2^62``, else ``object`` (Python ints).
+
+    The largest counts are the work ``H N^2`` and the words ``(8d + 2) H N`` held or sent
+    (``d >= 1``, so ``16 d H N`` bounds those)."""
+    return np.int64 if max(H * N * N, 16 * d * H * N) < _INT64_SAFE else object
 
 
 def _ring(n, N, d, P, H, causal, backward, striped):
-    pair = _striped_pairs if striped else _contiguous_pairs
-    sent, received, messages, memory, work = [], [], [], [], []
-    for p in range(P):
-        held = [(p - s) % P for s in range(P)]                  # j_s
-        work.append([H * pair(n[p], n[j], p, j, causal) for j in held])
-        nxt = n[(p + 1) % P]
-        if backward:
-            base = (6 * d + 2) * H * n[p]                        # Q, K, V, O, dO, dQ; L, D
-            cur = [4 * d * H * n[j] for j in held]              # (K_j, V_j, dK_j, dV_j)
-            inc = [4 * d * H * n[j] for j in held[1:]] + [2 * d * H * n[p]]  # next / dK_p, dV_p
-            if P == 1:
-                inc = [0]
-            sent.append(0 if P == 1 else 4 * d * H * (N - nxt) + 2 * d * H * nxt)
-            received.append(0 if P == 1 else 4 * d * H * (N - n[p]) + 2 * d * H * n[p])
-            messages.append(0 if P == 1 else P)
-        else:
-            base = (4 * d + 2) * H * n[p]                        # Q, K, V, O; m, l
-            cur = [0] + [2 * d * H * n[j] for j in held[1:]]
-            inc = [2 * d * H * n[j] for j in held[1:]] + [0]
-            sent.append(2 * d * H * (N - nxt))
-            received.append(2 * d * H * (N - n[p]))
-            messages.append(P - 1)
-        memory.append(base + max(c + i for c, i in zip(cur, inc)))
+    """The ring's counts for every processor at once: ``n`` the shares (int64, or Python ints
+    in an object array), ``held[p, s] = j_s`` the block processor ``p`` holds at step ``s``."""
+    p = np.arange(P)
+    held = (p[:, None] - p[None, :]) % P                            # j_s
+    n_p, n_j = n[:, None], n[held]
+    if not causal:
+        work = H * (n_p * n_j)
+    elif striped:
+        off = (held <= p[:, None]).astype(n.dtype)
+        c = np.minimum(n_p, n_j - off + 1)
+        work = H * (c * (c - 1) // 2 + off * c + (n_p - c) * n_j)
+    else:
+        work = H * np.where(held < p[:, None], n_p * n_j,
+                            np.where(held == p[:, None], n_p * (n_p + 1) // 2, 0 * n_j))
+    nxt = np.roll(n, -1)                                            # n_{p+1}
+    zero = 0 * n_p
+    if backward:
+        base = (6 * d + 2) * H * n                           # Q, K, V, O, dO, dQ; L, D
+        cur = 4 * d * H * n_j                                # (K_j, V_j, dK_j, dV_j)
+        inc = np.concatenate([4 * d * H * n_j[:, 1:], 2 * d * H * n_p], axis=1) if P > 1 \
+            else zero                                        # the next block / dK_p, dV_p
+        sent = 4 * d * H * (N - nxt) + 2 * d * H * nxt if P > 1 else 0 * n
+        received = 4 * d * H * (N - n) + 2 * d * H * n if P > 1 else 0 * n
+        messages = np.full(P, P if P > 1 else 0)
+    else:
+        base = (4 * d + 2) * H * n                           # Q, K, V, O; m, l
+        cur = np.concatenate([zero, 2 * d * H * n_j[:, 1:]], axis=1)
+        inc = np.concatenate([2 * d * H * n_j[:, 1:], zero], axis=1)
+        sent, received = 2 * d * H * (N - nxt), 2 * d * H * (N - n)
+        messages = np.full(P, P - 1)
+    memory = base + (cur + inc).max(axis=1)
     return sent, received, messages, memory, work
 
 

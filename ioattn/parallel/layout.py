@@ -25,6 +25,8 @@ from math import isqrt
 
 import numpy as np
 
+from .._validate import as_count
+
 __all__ = ["LAYOUTS", "grid_shape", "offsets", "rows", "shares"]
 
 LAYOUTS = ("contiguous", "striped")
@@ -53,8 +55,20 @@ def rows(N: int, P: int, layout: str = "contiguous") -> list[np.ndarray]:
     return [np.arange(o[p], o[p + 1]) for p in range(P)]
 
 
-def grid_shape(P: int) -> tuple[int, int]:
-    """The most nearly square ``P_r x P_c = P`` grid with ``P_r <= P_c``: ``P_r`` is the largest
-    divisor of ``P`` not above ``sqrt(P)`` (``2 x 2`` for 4, ``1 x 2`` for 2, ``2 x 4`` for 8)."""
-    P_r = next(r for r in range(isqrt(P), 0, -1) if P % r == 0)
-    return P_r, P // P_r
+def grid_shape(P: int, d: int) -> tuple[int, int]:
+    """The ``P_r x P_c = P`` grid of the grid scheme with the least traffic per processor when
+    the shares are equal, ``n ((2d + 1)(P_c - 1) + 2d (P_r - 1))`` words for one head, over
+    every factorisation of ``P``; of those that tie, the one with the least memory,
+    ``n ((2d + 3) P_c + 2d P_r)``, which is the one with the smaller ``P_c``.
+
+    A grid column gathers keys and values (``2d`` words a row), a grid row gathers queries and
+    reduces the partial outputs (``2d + 1``), so the grid has at least as many rows as columns.
+    A prime ``P`` gives ``P x 1``, whose traffic is the ring's.
+
+    >>> grid_shape(8, 64), grid_shape(16, 64), grid_shape(7, 64), grid_shape(2, 64)
+    ((4, 2), (4, 4), (7, 1), (2, 1))
+    """
+    P, d = as_count(P, "P"), as_count(d, "d")
+    small = [c for c in range(1, isqrt(P) + 1) if P % c == 0]
+    shapes = [(P // c, c) for c in small] + [(c, P // c) for c in small]
+    return min(shapes, key=lambda rc: ((2 * d + 1) * rc[1] + 2 * d * rc[0], rc[1]))

@@ -20,7 +20,7 @@ import math
 
 from .._validate import as_count
 from .bounds import lower_bound
-from .costs import ALGORITHMS, BACKWARD, cost
+from .costs import ALGORITHMS, BACKWARD, as_flag, cost
 
 __all__ = ["TITLES", "data", "fewest", "rows", "text", "why_not"]
 
@@ -92,15 +92,13 @@ def rows(N: int, d: int, Ps, *, heads: int = 1, causal: bool = False,
     >>> [(x["P"], x["name"], x["traffic"], x["fewest"]) for x in r if x["P"] == 8]
     ... # doctest: +NORMALIZE_WHITESPACE
     [(8, 'ring', 917504, False), (8, 'striped', 917504, False),
-     (8, 'all_to_all', None, False), (8, 'grid', 527360, True)]
+     (8, 'all_to_all', None, False), (8, 'grid', 525312, True)]
     >>> r[0]["traffic"], r[0]["bound"], r[0]["ratio"]     # one processor: nothing to send
     (0, 0.0, None)
     """
     N, d, heads = as_count(N, "N"), as_count(d, "d"), as_count(heads, "heads")
     Ps = [as_count(P, "P") for P in Ps]
-    for flag, label in ((causal, "causal"), (backward, "backward")):
-        if not isinstance(flag, bool):
-            raise TypeError(f"{label} must be True or False, got {flag!r}")
+    causal, backward = as_flag(causal, "causal"), as_flag(backward, "backward")
     too_many = [P for P in Ps if P > N]
     if too_many:
         raise ValueError(f"every processor needs at least one row: P = {too_many[0]} > N = {N}")
@@ -149,7 +147,7 @@ def text(N: int, d: int, Ps, *, heads: int = 1, causal: bool = False,
         2  ring            524,288*    262,144         1      790,528     108,583            2.41
            striped         524,288*    262,144         1      790,528     108,583            2.41
            all_to_all            —   does not apply: needs H ≥ P
-           grid            528,384     264,192         2      923,648     108,583            2.43
+           grid            524,288*    262,144         1      792,576     108,583            2.41
     """
     table = rows(N, d, Ps, heads=heads, causal=causal, backward=backward) \
         if table is None else table

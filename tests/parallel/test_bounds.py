@@ -76,5 +76,110 @@ def test_the_bounds_are_nearly_attained():
 def test_bad_input():
     with pytest.raises(ValueError, match="S must be at least 1"):
         bounds.memory_dependent(8, 2, 2, 0)
+    with pytest.raises(ValueError, match="M must be at least 0"):
+        bounds.memory_dependent(8, 2, 2, 4, M=-1)
     with pytest.raises(TypeError, match="P must be an integer"):
         bounds.memory_independent(8, 2, 2.5)
+    # more processors than rows: refused as cost refuses it, not a bound of 128
+    for f in (bounds.lower_bound, bounds.memory_independent, bounds.with_values):
+        with pytest.raises(ValueError, match="N = 8 < P = 16"):
+            f(8, 64, 16)
+    with pytest.raises(ValueError, match="N = 8 < P = 16"):
+        cost("ring", 8, 64, 16)
+    for kwargs in ({"causal": "no"}, {"causal": 0}, {"values": "yes"}):
+        with pytest.raises(TypeError, match="must be True or False"):
+            bounds.lower_bound(64, 4, 4, 100, **kwargs)
+    with pytest.raises(TypeError, match="causal must be True or False"):
+        bounds.busiest_scores(64, 4, causal="no")
+
+
+def test_rows_with_values_lemma():
+    # a b >= F: (a - n)^+ + 2 (b - n)^+ >= (2 sqrt(2F) - 3n)^+, every a, b <= 40, n <= 12
+    for n in range(13):
+        for a in range(41):
+            for b in range(41):
+                left = max(a - n, 0) + 2 * max(b - n, 0)
+                for F in range(1, a * b + 1):
+                    assert left >= max(2 * sqrt(2 * F) - 3 * n, 0) - 1e-9, (a, b, n, F)
+    # and it is tight at a = 2b, both above n
+    a, b, n = 20, 10, 3
+    assert (a - n) + 2 * (b - n) == pytest.approx(2 * sqrt(2 * a * b) - 3 * n)
+
+
+def test_with_values_vertex_formula_is_the_least_over_every_split():
+    for N, P, H in itertools.product(range(2, 9), range(2, 7), range(1, 4)):
+        if N < P:
+            continue
+        for causal in (False, True):
+            Z, n = bounds.scores(N, causal), -(-N // P)
+            F = bounds.busiest_scores(N, P, H, causal)
+            best = min(sum(max(2 * sqrt(2 * f) - 3 * n, 0) for f in split)
+                       for split in itertools.product(range(Z + 1), repeat=H)
+                       if sum(split) >= F)
+            got = bounds.with_values(N, 1, P, heads=H, causal=causal)
+            assert got <= best + 1e-9, (N, P, H, causal)
+            if H == 1:
+                assert got == pytest.approx(best)
+    assert bounds.with_values(4096, 64, 16) == pytest.approx(64 * (2 * sqrt(2 * 4096 ** 2 / 16)
+                                                                   - 3 * 256))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_every_algorithm_meets_the_bound_with_values(causal):
+    # all four meet (A_V): they form P_ij v_j where S_ij is computed, holding v_j whole
+    checked = 0
+    for N, d, P, H in GRID:
+        for name in ALGORITHMS:
+            for backward in (False, True):
+                if (name == "all_to_all" and H < P) or (backward and name not in BACKWARD):
+                    continue
+                c = cost(name, N, d, P, heads=H, causal=causal, backward=backward)
+                bound = bounds.lower_bound(N, d, P, c.max_memory, heads=H, causal=causal,
+                                           values=True)
+                assert bound >= bounds.with_values(N, d, P, heads=H, causal=causal)
+                assert c.max_received >= bound, (name, N, d, P, H, backward)
+                checked += 1
+    assert checked > 4000
+
+
+def test_grid_against_the_bound_with_values():
+    # square q x q grid, equal shares: received (4d + 1) n (q - 1), bound d n (2 sqrt(2) q - 3);
+    # the ratio falls toward sqrt(2) (1 + 1/(4d)) from above
+    for d in (1, 8, 64):
+        last = None
+        for q in range(2, 40):
+            N, P = 5 * q * q, q * q
+            n = N // P
+            c = cost("grid", N, d, P, grid=(q, q))
+            assert c.max_received == (4 * d + 1) * n * (q - 1)
+            W = bounds.with_values(N, d, P)
+            assert W == pytest.approx(d * n * (2 * sqrt(2) * q - 3))
+            ratio = c.max_received / W
+            assert ratio > sqrt(2) * (1 + 1 / (4 * d))
+            assert last is None or ratio < last
+            last = ratio
+    ratios = [cost("grid", 4096, 64, P).max_received / bounds.with_values(4096, 64, P)
+              for P in (4, 16, 64, 1024)]
+    assert [round(r, 3) for r in ratios] == [1.511, 1.449, 1.432, 1.423]
+
+
+def test_memory_dependent_with_a_cache():
+    F = bounds.busiest_scores(4096, 16)
+    S, M = 20000, 3000
+    assert bounds.memory_dependent(4096, 64, 16, S) == pytest.approx(F * 64 ** 2 / S - S)
+    assert bounds.memory_dependent(4096, 64, 16, S, M=0) == bounds.memory_dependent(4096, 64, 16,
+                                                                                    S)
+    got = bounds.memory_dependent(4096, 64, 16, S, M=M)
+    assert got == pytest.approx(4 * F * 64 ** 2 * S / (2 * S + M) ** 2 - S)
+    assert got < bounds.memory_dependent(4096, 64, 16, S)
+
+
+def test_piece_argument_on_small_schedules():
+    # the step of the memory-dependent proof: with e entries of Q and K available (2S + M), the
+    # rows a_h, b_h held whole satisfy d sum (a_h + b_h) <= e, and sum a_h b_h <= (e / 2d)^2
+    for d in (1, 2, 3):
+        for e in range(0, 30):
+            for rows in itertools.product(range(6), repeat=4):      # (a_1, b_1, a_2, b_2)
+                if d * sum(rows) > e:
+                    continue
+                assert rows[0] * rows[1] + rows[2] * rows[3] <= (e / (2 * d)) ** 2 + 1e-9

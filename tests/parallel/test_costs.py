@@ -70,11 +70,68 @@ def test_striped_balances_the_causal_ring():
 
 
 def test_grid_beats_ring_from_four_processors_on_and_costs_memory():
-    for P in range(4, 65):
+    for P in range(2, 65):
         ring, grid = cost("ring", 4096, 64, P), cost("grid", 4096, 64, P)
-        if layout.grid_shape(P)[0] > 1:            # a grid that is not one row
+        if min(layout.grid_shape(P, 64)) > 1:      # at least two rows and two columns
             assert grid.max_traffic < ring.max_traffic, P
+        else:                                      # P x 1 at a prime P: no less than the ring
+            assert grid.grid == (P, 1) and grid.max_traffic >= ring.max_traffic, P
+            # and with equal shares exactly the ring's: each sends its K, V to all, receives all
+            equal = cost("grid", 64 * P, 64, P), cost("ring", 64 * P, 64, P)
+            assert equal[0].max_traffic == equal[1].max_traffic
         assert grid.max_memory > ring.max_memory, P
+
+
+def _divisor_shapes(P):
+    return [(P // c, c) for c in range(1, P + 1) if P % c == 0]
+
+
+def test_default_grid_has_the_least_traffic_then_memory_of_every_factorisation():
+    # with equal shares the exact counts of every shape, against the default one
+    for P in range(2, 73):
+        for d in (1, 2, 3, 8, 64):
+            N = 2 * P
+            got = cost("grid", N, d, P)
+            assert got.grid == layout.grid_shape(P, d)
+            every = {g: cost("grid", N, d, P, grid=g) for g in _divisor_shapes(P)}
+            best = min(every, key=lambda g: (every[g].max_traffic, every[g].max_memory))
+            want = every[best]
+            assert (got.max_traffic, got.max_memory) == (want.max_traffic, want.max_memory), (P, d)
+            n = N // P
+            P_r, P_c = got.grid
+            assert got.max_traffic == 2 * n * ((2 * d + 1) * (P_c - 1) + 2 * d * (P_r - 1))
+            assert got.max_memory == n * ((2 * d + 3) * P_c + 2 * d * P_r)
+    # the orientation: more rows than columns is better, N = 4096, d = 64, P = 8
+    wide, tall = cost("grid", 4096, 64, 8, grid=(2, 4)), cost("grid", 4096, 64, 8)
+    assert tall.grid == (4, 2) and (wide.max_traffic, tall.max_traffic) == (527360, 525312)
+    assert tall.max_memory < wide.max_memory
+    # a prime P: the P x 1 grid ties the ring
+    assert cost("grid", 4096, 64, 2).max_traffic == cost("ring", 4096, 64, 2).max_traffic == 524288
+
+
+def test_exact_integers_do_not_overflow():
+    # N = 10^9: the work H N^2 and more are beyond int64; every count must stay exact
+    N, d, H = 10 ** 9, 64, 16
+    checked = 0
+    for name in ALGORITHMS:
+        for P in (1, 2, 3, 4, 16):
+            for causal in (False, True):
+                for backward in (False, True):
+                    if not _applies(name, P, H, backward):
+                        continue
+                    c = cost(name, N, d, P, heads=H, causal=causal, backward=backward)
+                    assert c.total_work == H * scores(N, causal), (name, P, causal, backward)
+                    assert all(isinstance(int(x), int) for x in c.work.ravel())
+                    assert c.sent.sum() == c.received.sum()
+                    if name in ("ring", "striped") and not backward:
+                        n = layout.shares(N, P).tolist()
+                        assert c.received.tolist() == [2 * d * H * (N - x) for x in n]
+                    checked += 1
+    assert checked == 60
+    c = cost("ring", N, d, 4, heads=H, causal=True)
+    assert c.critical_work == H * ((N // 4) * (N // 4 + 1) // 2 + 3 * (N // 4) ** 2)
+    # ordinary sizes keep int64 arrays
+    assert cost("ring", 4096, 64, 16).work.dtype == np.int64
 
 
 def test_sweep_marks_what_does_not_apply():
@@ -94,6 +151,9 @@ def test_sweep_marks_what_does_not_apply():
     (("grid", 8, 2, 4), {"grid": (3, 2)}, "not P = 4"),
     (("ring", 8, 0, 2), {}, "d must be at least 1"),
     (("ring", 8.0, 2, 2), {}, "N must be an integer"),
+    (("ring", 8, 2, 2), {"causal": "no"}, "causal must be True or False, got 'no'"),
+    (("grid", 8, 2, 2), {"causal": 1}, "causal must be True or False"),
+    (("ring", 8, 2, 2), {"backward": "yes"}, "backward must be True or False"),
 ])
 def test_bad_input_is_named(args, kwargs, message):
     with pytest.raises((ValueError, TypeError), match=message):
@@ -101,6 +161,11 @@ def test_bad_input_is_named(args, kwargs, message):
 
 
 def test_check_returns_the_default_grid():
-    assert check("grid", 16, 2, 8)[-1] == (2, 4)
-    assert layout.grid_shape(7) == (1, 7) and layout.grid_shape(36) == (6, 6)
+    assert check("grid", 16, 2, 8)[-1] == (4, 2)
+    assert layout.grid_shape(7, 64) == (7, 1) and layout.grid_shape(36, 64) == (6, 6)
+    # d = 1: 3 * 4 + 2 * 9 = 3 * 6 + 2 * 6, a tie in traffic; fewer columns, less memory
+    assert layout.grid_shape(36, 1) == (9, 4)
+    assert layout.grid_shape(1, 3) == (1, 1)
+    with pytest.raises(TypeError, match="d must be an integer"):
+        layout.grid_shape(8, 2.0)
     assert LAYOUT["striped"] == "striped"

@@ -47,8 +47,9 @@ def test_fewest_is_the_least_traffic():
         assert {r["name"] for r in here if r["fewest"]} == \
             {r["name"] for r in here if r["traffic"] == least}
     marked = {P: [r["name"] for r in table if r["P"] == P and r["fewest"]] for P in (2, 4, 16, 64)}
-    # at P = 2 the rings and all-to-all tie; then head parallelism wins while H >= P; then the grid
-    assert marked == {2: ["ring", "striped", "all_to_all"], 4: ["all_to_all"],
+    # at P = 2 the rings, all-to-all and the 2 x 1 grid tie; then head parallelism wins while
+    # H >= P; then the grid
+    assert marked == {2: ["ring", "striped", "all_to_all", "grid"], 4: ["all_to_all"],
                       16: ["all_to_all"], 64: ["grid"]}
     assert fewest({"ring": None, "grid": None}) == []
     c = {n: cost(n, 4096, 64, 64) for n in ("ring", "striped", "grid")}
