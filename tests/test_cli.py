@@ -160,7 +160,8 @@ def test_parallel_bad_arguments(argv, message, capsys):
         main(["parallel", "--N", "64", "--d", "8", *argv])
     assert exc.value.code == 2
     err = capsys.readouterr().err
-    assert err.startswith("usage: ioattn parallel") and message in err
+    assert err.startswith("ioattn parallel: error: ") and message in err
+    assert err.count("\n") == 1 and "Traceback" not in err         # one line
 
 
 @pytest.mark.parametrize("command", [["sweep", "--N", "4096", "--d", "64"],
