@@ -127,6 +127,8 @@ def _plot_target(path: str) -> str | None:
     read-only folder), or None if it can."""
     from matplotlib.backend_bases import FigureCanvasBase
 
+    if os.path.isdir(path):
+        return f"{path!r} is a folder; name a file in it"
     formats = FigureCanvasBase.get_supported_filetypes()
     ext = os.path.splitext(path)[1].lower().lstrip(".")
     if ext not in formats:
@@ -134,8 +136,6 @@ def _plot_target(path: str) -> str | None:
                 f"matplotlib cannot write .{ext} files") + \
             f"; use one of {', '.join('.' + f for f in sorted(formats))}"
     folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        return f"{path!r} is a folder; name a file in it"
     if not os.path.isdir(folder):
         return f"there is no folder {folder!r} to save {os.path.basename(path)!r} in"
     if not os.access(folder, os.W_OK):
