@@ -50,11 +50,11 @@ from .plotting import label as plot_label
 from .sweep import Sweep, as_options, sweep
 
 __all__ = ["DEFAULT_NAMES", "DEFAULT_OPTIONS", "D_MAX", "KINDS", "M_MAX", "N_MAX", "OTHER_COLOUR",
-           "PARALLEL_HEADS",
-           "PARALLEL_PS", "PARALLEL_STYLE", "STATIC_HI", "across", "curves", "default_Ms",
-           "explorer_size", "flash_from", "m_label", "parallel_panel", "parallel_picture", "parallel_Ps",
-           "parallel_readout", "parallel_title", "parallel_words", "picture", "picture_title",
-           "ratio_text", "readout", "static_explorer", "words"]
+           "PARALLEL_HEADS", "PARALLEL_PS", "PARALLEL_STYLE", "STATIC_HI", "across", "curves",
+           "default_Ms", "explorer_size", "flash_from", "m_label", "parallel_panel",
+           "parallel_picture", "parallel_Ps", "parallel_readout", "parallel_title",
+           "parallel_words", "picture", "picture_title", "ratio_text", "readout",
+           "static_explorer", "words"]
 
 #: The algorithms shown by default.
 DEFAULT_NAMES = ("flash", "square_tiling", "standard")
@@ -666,9 +666,10 @@ def _ppy(dom, v) -> float:
 def _pdomain(*cs: dict) -> list[int]:
     """``[y0, y1]``: the decades around every word count drawn in the panels ``cs`` (the
     traffic of both passes and the dense bound; the causal bound, much smaller at ``P = 2``,
-    is clipped at the bottom)."""
+    is clipped at the bottom); ``[0, 1]`` where nothing moves (``P = 1`` alone)."""
     ys = [v for c in cs for n in c["names"] for v in c["traffic"][n] if v]
     ys += [v for c in cs if not c["causal"] for v in c["bound"] if v]
+    ys = ys or [1]
     lo, hi = math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))
     return [lo, hi if hi > lo else lo + 1]
 
@@ -1243,9 +1244,10 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, Ns=None,
     ds : sequence of int
         Head dimensions offered by the "d" slider, each from 1 to :data:`D_MAX` (256).
     Ms : list of int, optional
-        Cache sizes (from 1 to :data:`M_MAX`), the same for every ``d``; by default :func:`default_Ms` of each ``d`` up to
-        ``STATIC_HI d^2`` (32 sizes from ``max(16, d^2/16)`` to ``16 d^2``: FlashAttention
-        takes over below ``2 d^2``, and the exact crossovers cost every ``M`` of the range).
+        Cache sizes (from 1 to :data:`M_MAX`), the same for every ``d``; by default
+        :func:`default_Ms` of each ``d`` up to ``STATIC_HI d^2`` (32 sizes from ``max(16,
+        d^2/16)`` to ``16 d^2``: FlashAttention takes over below ``2 d^2``, and the exact
+        crossovers cost every ``M`` of the range).
     Ns : sequence of int, optional
         Sequence lengths offered by the "N" slider (each at most :data:`N_MAX`); ``N / 4, N,
         4 N`` by default (those up to :data:`N_MAX`).

@@ -26,9 +26,9 @@ from ._validate import as_count, as_flag, as_names, as_real
 from .algorithms import get
 from .api import io_cost
 from .explorer import (
-    D_MAX,
     DEFAULT_NAMES,
     DEFAULT_OPTIONS,
+    D_MAX,
     N_MAX,
     OTHER_COLOUR,
     PARALLEL_HEADS,
