@@ -289,6 +289,9 @@ def _sweep(args) -> int:
         result = sweep(args.N, args.d, Ms, args.algorithms, options, backward=args.backward)
     except (TypeError, ValueError) as exc:
         return _fail(args, str(exc))
+    except MemoryError as exc:          # the exact crossovers of a very wide range of M
+        return _fail(args, f"not enough memory for the sweep over M = {Ms[0]:,} to "
+                     f"{Ms[-1]:,} ({exc}); narrow the range with --M-min and --M-max")
     print(result.table())
     if args.plot:
         import matplotlib

@@ -271,3 +271,15 @@ def test_bad_arguments_from_a_shell_are_one_line_no_traceback(tmp_path):
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert done.stderr.startswith("ioattn sweep: error: argument --plot: there is no folder")
+
+
+def test_a_sweep_out_of_memory_is_one_line(monkeypatch, capsys):
+    import ioattn.cli
+
+    def too_wide(*args, **kwargs):
+        raise MemoryError("Unable to allocate 2.00 TiB")
+
+    monkeypatch.setattr(ioattn.cli, "sweep", too_wide)
+    assert main(["sweep", "--N", "64", "--d", "8"]) == 2
+    _one_line_error(capsys, "not enough memory for the sweep over M = 4 to 2,048",
+                    "2.00 TiB", "--M-min and --M-max")
