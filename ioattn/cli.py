@@ -16,6 +16,10 @@ and memory, the lower bound on the words it receives and their ratio, the least 
 ASSIGNMENT SUBMISSION`` grades a submitted notebook, or a folder of them, locally, and prints
 per-question scores (``--json`` for JSON, ``--csv FILE`` for a score sheet). See the instructor
 guide in the book.
+
+A bad argument (a name that is not known, a range of ``M`` that is empty or where no algorithm
+can run, a ``--plot`` file that cannot be written) is refused before anything is computed, with
+one line on stderr naming the argument, and exit code 2.
 """
 
 from __future__ import annotations
