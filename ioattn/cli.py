@@ -18,6 +18,10 @@ and memory, the lower bound on the words it receives and their ratio, the least 
 ASSIGNMENT SUBMISSION`` grades a submitted notebook, or a folder of them, locally, and prints
 per-question scores (``--json`` for JSON, ``--csv FILE`` for a score sheet). See the instructor
 guide in the book.
+
+A bad argument (a name that is not known, a range of ``M`` that is empty or where no algorithm
+can run, a ``--plot`` file that cannot be written) is refused before anything is computed, with
+one line on stderr naming the argument, and exit code 2.
 """
 
 from __future__ import annotations
@@ -25,12 +29,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 
 import numpy as np
 
 from . import __version__
-from .algorithms import REGISTRY, get
+from ._validate import suggest
+from .algorithms import BACKWARD, REGISTRY, get
 from .api import io_cost, run, run_backward
 from .sweep import powers_of_two, sweep
 
@@ -51,11 +57,35 @@ def _positive(text: str) -> int:
 
 def _names(text: str) -> list[str]:
     names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated algorithm names, got {text!r}; known algorithms: "
+            f"{', '.join(sorted(REGISTRY))}")
     for n in names:
         if n not in REGISTRY:
             raise argparse.ArgumentTypeError(
-                f"unknown algorithm {n!r}; known algorithms: {', '.join(sorted(REGISTRY))}")
+                f"unknown algorithm {n!r}{suggest(n, REGISTRY)}; known algorithms: "
+                f"{', '.join(sorted(REGISTRY))}")
     return names
+
+
+def _value(text: str):
+    """An option's value as typed: an integer (``8``, ``-3``), a tuple of integers (``8,8``),
+    ``None``, or else the text itself (``outer``). Whether the algorithm takes it is for the
+    algorithm's own checks to say."""
+    def number(t):
+        return int(t) if re.fullmatch(r"[+-]?\d+", t.strip()) else None
+
+    if text.strip() in ("None", "none"):
+        return None
+    if "," in text:
+        parts = [number(t) for t in text.split(",")]
+        if None in parts:
+            raise argparse.ArgumentTypeError(
+                f"expected a comma-separated list of integers (e.g. 8,8), got {text!r}")
+        return tuple(parts)
+    value = number(text)
+    return text if value is None else value
 
 
 def _option(text: str) -> tuple[str, str, object]:
@@ -68,8 +98,10 @@ def _option(text: str) -> tuple[str, str, object]:
     _names(name)
     if key not in get(name).options:
         known = ", ".join(sorted(get(name).options)) or "none"
-        raise argparse.ArgumentTypeError(f"{name} has no option {key!r}; its options: {known}")
-    return name, key, int(value) if value.isdigit() else value
+        raise argparse.ArgumentTypeError(
+            f"{name} has no option {key!r}{suggest(key, get(name).options)}; its options: "
+            f"{known}")
+    return name, key, _value(value)
 
 
 def _processors(text: str) -> list[int]:
@@ -87,8 +119,42 @@ def _processors(text: str) -> list[int]:
     return sorted(set(Ps))
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser with its errors on one line: ``PROG: error: MESSAGE``, exit code 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _fail(args, message: str) -> int:
+    """A bad combination of arguments found after parsing: one line on stderr, exit code 2."""
+    print(f"{args.parser.prog}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _plot_target(path: str) -> str | None:
+    """Why matplotlib could not save a figure to ``path`` (an unknown format, a missing or
+    read-only folder), or None if it can."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    if os.path.isdir(path):
+        return f"{path!r} is a folder; name a file in it"
+    formats = FigureCanvasBase.get_supported_filetypes()
+    ext = os.path.splitext(path)[1].lower().lstrip(".")
+    if ext not in formats:
+        return (f"cannot tell the format of {path!r}" if not ext else
+                f"matplotlib cannot write .{ext} files") + \
+            f"; use one of {', '.join('.' + f for f in sorted(formats))}"
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return f"there is no folder {folder!r} to save {os.path.basename(path)!r} in"
+    if not os.access(folder, os.W_OK):
+        return f"the folder {folder!r} is not writable"
+    return None
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ioattn", description="The I/O complexity of attention, "
+    p = _Parser(prog="ioattn", description="The I/O complexity of attention, "
                                 "counted exactly in a two-level memory model.")
     p.add_argument("--version", action="version", version=f"ioattn {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
@@ -106,6 +172,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="the backward pass (gradients dQ, dK, dV) instead of the forward")
     s.add_argument("--check", action="store_true",
                    help="also simulate every point on random data and compare with the closed form")
+    s.set_defaults(parser=s)
     sub.add_parser("algorithms", help="list the algorithms")
     par = sub.add_parser("parallel", help="exact words of attention on P processors, "
                          "with the lower bound")
@@ -195,22 +262,47 @@ def _main(argv) -> int:
         for name in sorted(REGISTRY):
             print(f"{name:15} {get(name).summary}")
         return 0
+    return _sweep(args)
+
+
+def _sweep(args) -> int:
+    """``ioattn sweep``: every check of the arguments first, then the sweep."""
     M_max = args.M_max or 32 * args.d * args.d
     if M_max < args.M_min:
-        print(f"ioattn: --M-max ({M_max}) is below --M-min ({args.M_min})", file=sys.stderr)
-        return 2
+        return _fail(args, f"argument --M-max: {M_max} is less than --M-min = {args.M_min}: "
+                     "the range of M is empty")
     Ms = powers_of_two(args.M_min, M_max)
     if not Ms:
-        print(f"ioattn: no power of two between {args.M_min} and {M_max}", file=sys.stderr)
-        return 2
+        return _fail(args, f"argument --M-min: no power of two between {args.M_min} and "
+                     f"{M_max}")
+    if args.plot and (why := _plot_target(args.plot)):
+        return _fail(args, f"argument --plot: {why}")
     options: dict[str, dict] = {name: dict(opts) for name, opts in SWEEP_OPTIONS.items()}
     for name, key, value in args.option:
         options.setdefault(name, {})[key] = value
+    names = args.algorithms or sorted(BACKWARD if args.backward else REGISTRY)
+    least = {}
+    for name in names:
+        try:
+            algo = get(name, args.backward)
+        except ValueError as exc:
+            return _fail(args, f"argument --algorithms: {exc}")
+        try:
+            least[name] = algo.min_M(args.d, **algo.check_options(options.get(name, {})))
+        except (TypeError, ValueError) as exc:
+            return _fail(args, f"argument --option: {exc}")
+    if Ms[-1] < min(least.values()):
+        needs = ", ".join(f"{n} needs M >= {least[n]:,}" for n in sorted(least))
+        return _fail(args, f"argument --M-max: no algorithm can run at the largest M swept, "
+                     f"{Ms[-1]:,} (the largest power of two <= {M_max:,}), with d = {args.d} "
+                     f"({needs})")
     try:
         result = sweep(args.N, args.d, Ms, args.algorithms, options, backward=args.backward)
     except (TypeError, ValueError) as exc:
-        print(f"ioattn: {exc}", file=sys.stderr)
-        return 2
+        return _fail(args, str(exc))
+    except MemoryError as exc:          # the exact crossovers of a very wide range of M
+        return _fail(args, f"not enough memory for the sweep over M = {Ms[0]:,} to "
+                     f"{Ms[-1]:,} ({exc}); narrow the range with --M-min and --M-max")
     print(result.table())
     if args.plot:
         import matplotlib
@@ -219,7 +311,10 @@ def _main(argv) -> int:
         from .plotting import plot_sweep
 
         ax = plot_sweep(result)
-        ax.figure.savefig(args.plot, dpi=150)
+        try:
+            ax.figure.savefig(args.plot, dpi=150)
+        except OSError as exc:
+            return _fail(args, f"argument --plot: {exc}")
         print(f"plot saved to {args.plot}")
     if args.check and _check(result):
         return 1

@@ -40,20 +40,21 @@ import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 
 from . import bounds, gpus
-from ._validate import as_count
-from .algorithms import get
+from ._validate import as_count, as_counts, as_flag, as_names
+from .algorithms import BACKWARD, REGISTRY, get
 from .api import io_cost
 from .masks import Mask
 from .plotting import PARALLEL_STYLE as _PSTYLE
 from .plotting import STYLE, TITLES
 from .plotting import label as plot_label
-from .sweep import Sweep, sweep
+from .sweep import Sweep, as_options, sweep
 
-__all__ = ["DEFAULT_NAMES", "DEFAULT_OPTIONS", "KINDS", "OTHER_COLOUR", "PARALLEL_HEADS",
-           "PARALLEL_PS", "PARALLEL_STYLE", "STATIC_HI", "across", "curves", "default_Ms",
-           "flash_from", "m_label", "parallel_panel", "parallel_picture", "parallel_Ps",
-           "parallel_readout", "parallel_title", "parallel_words", "picture", "picture_title",
-           "ratio_text", "readout", "static_explorer", "words"]
+__all__ = ["DEFAULT_NAMES", "DEFAULT_OPTIONS", "D_MAX", "KINDS", "M_MAX", "N_MAX", "OTHER_COLOUR",
+           "PARALLEL_HEADS", "PARALLEL_PS", "PARALLEL_STYLE", "STATIC_HI", "across", "curves",
+           "default_Ms", "explorer_size", "flash_from", "m_label", "parallel_panel",
+           "parallel_picture", "parallel_Ps", "parallel_readout", "parallel_title",
+           "parallel_words", "picture", "picture_title", "ratio_text", "readout",
+           "static_explorer", "words"]
 
 #: The algorithms shown by default.
 DEFAULT_NAMES = ("flash", "square_tiling", "standard")
@@ -61,6 +62,24 @@ DEFAULT_NAMES = ("flash", "square_tiling", "standard")
 DEFAULT_OPTIONS = {"square_tiling": {"schedule": "outer"}}
 #: Colour of a line without a style in :data:`ioattn.plotting.STYLE`.
 OTHER_COLOUR = "#9467bd"
+#: The largest ``N`` and ``d`` the explorers take: the ends of the live explorer's sliders.
+#: Beyond them one picture (its exact crossovers cost every ``M`` of the range) takes from
+#: tens of seconds to minutes; :func:`ioattn.sweep.sweep` gives the counts of any size.
+N_MAX = 1 << 16
+D_MAX = 256
+#: The largest cache size the explorers take: ``64 D_MAX^2``, the end of the live explorer's
+#: ``log2 M`` slider at ``d = D_MAX``.
+M_MAX = 64 * D_MAX ** 2
+
+
+def explorer_size(value, name: str, most: int) -> int:
+    """``value`` as a count from 1 to ``most`` (:data:`N_MAX`, :data:`D_MAX` or
+    :data:`M_MAX`), with an error that says where larger sizes are computed."""
+    value = as_count(value, name)
+    if value > most:
+        raise ValueError(f"{name} = {value:,} is more than the explorer draws ({name} <= "
+                         f"{most:,}); ioattn.sweep.sweep gives the exact counts of larger sizes")
+    return value
 
 
 def default_Ms(d: int, count: int = 32, lo: int | None = None, hi_factor: int = 64) -> list[int]:
@@ -173,14 +192,16 @@ def curves(N: int, d: int, Ms=None, names=None, options=None, *, backward: bool 
     >>> curves(256, 16, Ms=[16, 256], backward=True)["min_M"]["flash"]   # 7d + 4 backward
     116
     """
-    if not isinstance(causal, bool):
-        raise TypeError(f"causal must be True or False, got {causal!r}")
-    Ms = default_Ms(d) if Ms is None else list(Ms)
-    names = sorted(names or DEFAULT_NAMES)
-    options = DEFAULT_OPTIONS if options is None else options
-    options = {n: dict(options[n]) for n in names if n in options}
+    causal = as_flag(causal, "causal")
+    backward = as_flag(backward, "backward")
+    Ms = default_Ms(as_count(d, "d")) if Ms is None else as_counts(Ms, "Ms")
+    names = sorted(DEFAULT_NAMES if names is None else
+                   set(as_names(names, "names", BACKWARD if backward else REGISTRY)))
+    if not names:
+        raise ValueError("names is empty: name at least one algorithm (None for the default)")
+    options = as_options(DEFAULT_OPTIONS if options is None else options, backward)
+    options = {n: options[n] for n in names if n in options}
     if causal:      # the dense crossovers would be replaced: sweep one M (checks the sizes)
-        Ms = [as_count(M, "M") for M in Ms]
         s = sweep(N, d, Ms[:1], names, options, backward=backward)
         s = Sweep(s.N, s.d, Ms, {}, [], [], options=s.options, backward=backward)
     else:
@@ -645,9 +666,10 @@ def _ppy(dom, v) -> float:
 def _pdomain(*cs: dict) -> list[int]:
     """``[y0, y1]``: the decades around every word count drawn in the panels ``cs`` (the
     traffic of both passes and the dense bound; the causal bound, much smaller at ``P = 2``,
-    is clipped at the bottom)."""
+    is clipped at the bottom); ``[0, 1]`` where nothing moves (``P = 1`` alone)."""
     ys = [v for c in cs for n in c["names"] for v in c["traffic"][n] if v]
     ys += [v for c in cs if not c["causal"] for v in c["bound"] if v]
+    ys = ys or [1]
     lo, hi = math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))
     return [lo, hi if hi > lo else lo + 1]
 
@@ -1218,15 +1240,17 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, Ns=None,
     Parameters
     ----------
     N : int
-        The sequence length shown first.
+        The sequence length shown first, from 1 to :data:`N_MAX` (65,536).
     ds : sequence of int
-        Head dimensions offered by the "d" slider.
+        Head dimensions offered by the "d" slider, each from 1 to :data:`D_MAX` (256).
     Ms : list of int, optional
-        Cache sizes, the same for every ``d``; by default :func:`default_Ms` of each ``d`` up to
-        ``STATIC_HI d^2`` (32 sizes from ``max(16, d^2/16)`` to ``16 d^2``: FlashAttention
-        takes over below ``2 d^2``, and the exact crossovers cost every ``M`` of the range).
+        Cache sizes (from 1 to :data:`M_MAX`), the same for every ``d``; by default
+        :func:`default_Ms` of each ``d`` up to ``STATIC_HI d^2`` (32 sizes from ``max(16,
+        d^2/16)`` to ``16 d^2``: FlashAttention takes over below ``2 d^2``, and the exact
+        crossovers cost every ``M`` of the range).
     Ns : sequence of int, optional
-        Sequence lengths offered by the "N" slider; ``N / 4, N, 4 N`` by default.
+        Sequence lengths offered by the "N" slider (each at most :data:`N_MAX`); ``N / 4, N,
+        4 N`` by default (those up to :data:`N_MAX`).
     d : int, optional
         The ``d`` shown first (64 if in ``ds``, else the first).
     M : int, optional
@@ -1249,38 +1273,56 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, Ns=None,
         dearest: the exact crossovers cost each ``M`` of the range) first. With 1, the
         default, everything is computed in this process; with more, the processes are
         started with ``spawn``, so a script must call this under ``if __name__ ==
-        "__main__":``.
+        "__main__":``. Never more than the pictures to compute.
 
     Returns
     -------
     str
         The HTML snippet (e.g. for ``IPython.display.HTML``).
+
+    Raises
+    ------
+    TypeError
+        For a count that is not an integer, a flag that is not a bool, ``names`` that is not
+        a list of names, ``options`` that is not a dict of dicts.
+    ValueError
+        Before computing anything: for a size out of the ranges above, an unknown algorithm
+        (the closest known name suggested) or option, an ``N``, ``d`` or ``P`` not among
+        ``Ns``, ``ds`` or ``Ps``, a ``P`` above the least ``N``.
     """
-    ds = [int(v) for v in ds]
-    Ns = sorted({int(v) for v in (Ns if Ns is not None else
-                                  ((N // 4, N, 4 * N) if N >= 4 else (N,)))})
-    if d is None:
-        d = 64 if 64 in ds else ds[0]
+    N = explorer_size(N, "N", N_MAX)
+    ds = sorted({explorer_size(v, "ds", D_MAX) for v in as_counts(ds, "ds")})
+    Ns = sorted({explorer_size(v, "Ns", N_MAX) for v in as_counts(Ns, "Ns")} if Ns is not None
+                else {v for v in ((N // 4, N, 4 * N) if N >= 4 else (N,)) if v <= N_MAX})
+    d = (64 if 64 in ds else ds[0]) if d is None else as_count(d, "d")
     if d not in ds:
         raise ValueError(f"d = {d} is not one of ds = {ds}")
     if N not in Ns:
         raise ValueError(f"N = {N} is not one of Ns = {Ns}")
-    for flag, label in ((backward, "backward"), (causal, "causal")):
-        if not isinstance(flag, bool):
-            raise TypeError(f"{label} must be True or False, got {flag!r}")
+    backward, causal = as_flag(backward, "backward"), as_flag(causal, "causal")
+    M = None if M is None else as_count(M, "M")
+    if Ms is not None:
+        Ms = sorted({explorer_size(v, "Ms", M_MAX) for v in as_counts(Ms, "Ms")})
+    if names is not None:
+        names = as_names(names, "names", REGISTRY)
+        if not names:
+            raise ValueError("names is empty: name at least one algorithm (None for the "
+                             "default)")
+    options = DEFAULT_OPTIONS if options is None else as_options(options)
+    heads, workers = as_count(heads, "heads"), as_count(workers, "workers")
     i, j = Ns.index(N), ds.index(d)
-    Ps = parallel_Ps(min(Ns)) if Ps is None else sorted({as_count(v, "P") for v in Ps})
+    Ps = parallel_Ps(min(Ns)) if Ps is None else sorted(set(as_counts(Ps, "Ps")))
     if Ps[-1] > min(Ns):
         raise ValueError(f"P = {Ps[-1]} is more than N = {min(Ns)}: every processor needs a row")
-    P = (16 if 16 in Ps else Ps[-1]) if P is None else P
+    P = (16 if 16 in Ps else Ps[-1]) if P is None else as_count(P, "P")
     if P not in Ps:
         raise ValueError(f"P = {P} is not one of Ps = {Ps}")
     tp = Ps.index(P)
-    options = DEFAULT_OPTIONS if options is None else options
     full = {kind: [[None] * len(ds) for _ in Ns] for kind in KINDS.values()}
     par_nd = [[None] * len(ds) for _ in Ns]
     blocks = [(nn, dd, default_Ms(dd, hi_factor=STATIC_HI) if Ms is None else Ms, names, options,
                Ps, heads) for nn in Ns for dd in ds]
+    workers = min(workers, len(blocks))         # no more processes than pictures to compute
     if workers > 1:                     # the sweeps of each (N, d) in separate processes,
         ctx = multiprocessing.get_context("spawn")          # the largest d first
         first = sorted(range(len(blocks)), key=lambda x: -blocks[x][1])

@@ -6,11 +6,34 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import bounds
-from ._validate import as_count
+from ._validate import as_count, as_counts, as_flag, as_name, as_names
 from .algorithms import BACKWARD, REGISTRY, get
 from .api import io_cost
 
-__all__ = ["Sweep", "powers_of_two", "sweep"]
+__all__ = ["Sweep", "as_options", "powers_of_two", "sweep"]
+
+
+def as_options(options, backward: bool = False) -> dict:
+    """``options`` (algorithm name -> dict of its options; None for none) checked: every name
+    known (the closest one suggested), every option one the algorithm has; a copy.
+
+    >>> as_options({"square_tiling": {"schedule": "outer"}})
+    {'square_tiling': {'schedule': 'outer'}}
+    """
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise TypeError("options must be a dict: algorithm name -> dict of its options, "
+                        f"got {options!r}")
+    out = {}
+    for name, opts in options.items():
+        algo = get(as_name(name, "options", BACKWARD if backward else REGISTRY), backward)
+        if not isinstance(opts, dict):
+            raise TypeError(f"options[{name!r}] must be a dict of {name}'s options, "
+                            f"got {opts!r}")
+        algo.check_options(opts)
+        out[name] = dict(opts)
+    return out
 
 
 def powers_of_two(lo: int, hi: int) -> list[int]:
@@ -71,24 +94,29 @@ class Sweep:
         return out
 
     def table(self) -> str:
-        """A plain-text table: one row per ``M``, the cheapest marked with ``*``."""
+        """A plain-text table: one row per ``M``, the cheapest marked with ``*``.
+
+        Each column is as wide as its widest entry (header or count), right-aligned, with two
+        spaces before it, so counts of any length stay apart and aligned."""
         names = sorted(self.totals)
-        width = max(12, *(len(n) + 2 for n in names))
-        head = (f"{'M':>10}  " + "".join(f"{n:>{width}}" for n in names)
-                + f"{'lower bound':>{width}}")
+        cheapest = self.cheapest()
+        columns = [["M "] + [f"{M:,} " for M in self.Ms]]
+        for name in names:
+            columns.append([name + " "] + [
+                "- " if t is None else f"{t:,}" + ("*" if name == best else " ")
+                for t, best in zip(self.totals[name], cheapest)])
+        columns.append(["lower bound "] + [f"{b:,} " for b in self.lower])
+        widths = [max(map(len, column)) for column in columns]
+        lines = ["  ".join(f"{cell:>{w}}" for cell, w in zip(cells, widths)).rstrip()
+                 for cells in zip(*columns)]
+        head, body = lines[0], lines[1:]
         rows = [f"I/O of {self.what}, N = {self.N}, d = {self.d} (d^2 = {self.d ** 2}); "
                 "exact counts, * = cheapest"]
         if self.options:
             rows.append("options: " + "; ".join(self.label(n) for n in names if n in self.options))
         rows += [head, "-" * len(head)]
-        for k, (M, best) in enumerate(zip(self.Ms, self.cheapest())):
-            cells = []
-            for name in names:
-                t = self.totals[name][k]
-                text = "-" if t is None else f"{t:,}" + ("*" if name == best else " ")
-                cells.append(f"{text:>{width}}")
-            marker = "   <- d^2" if M == self.d ** 2 else ""
-            rows.append(f"{M:>10,}  " + "".join(cells) + f"{self.lower[k]:>{width},} " + marker)
+        rows += [line + ("   <- d^2" if M == self.d ** 2 else "")
+                 for M, line in zip(self.Ms, body)]
         for c in self.crossovers:
             rows.append(f"crossover at M = {c.M:,} ({c.M / self.d ** 2:.3g} d^2): "
                         f"{c.before} -> {c.after}")
@@ -111,11 +139,13 @@ largest ``M`` (:func:`ioattn.bounds.crossovers`), not only between the ``Ms`` li
     (['standard', 'flash'], True)
     """
     N, d = as_count(N, "N"), as_count(d, "d")
-    if not isinstance(backward, bool):
-        raise TypeError(f"backward must be True or False, got {backward!r}")
-    Ms = [as_count(M, "M") for M in (Ms if Ms is not None else powers_of_two(4, 32 * d * d))]
-    names = sorted(names or (BACKWARD if backward else REGISTRY))
-    options = options or {}
+    backward = as_flag(backward, "backward")
+    Ms = as_counts(Ms if Ms is not None else powers_of_two(4, 32 * d * d), "Ms")
+    table = BACKWARD if backward else REGISTRY
+    names = sorted(table) if names is None else sorted(set(as_names(names, "names", table)))
+    if not names:
+        raise ValueError("names is empty: name at least one algorithm (None for all)")
+    options = as_options(options, backward)
     totals = {}
     for name in names:
         opts = options.get(name, {})

@@ -22,17 +22,21 @@ import html
 import math
 
 from ._optional import import_ipywidgets
+from ._validate import as_count, as_flag, as_names, as_real
 from .algorithms import get
 from .api import io_cost
 from .explorer import (
     DEFAULT_NAMES,
     DEFAULT_OPTIONS,
+    D_MAX,
+    N_MAX,
     OTHER_COLOUR,
     PARALLEL_HEADS,
     _causal_cost,
     _ids,
     across,
     curves,
+    explorer_size,
     flash_from,
     m_label,
     parallel_panel,
@@ -44,8 +48,39 @@ from .gpus import marks as gpu_marks
 from .pebble.view import stepper
 from .plotting import STYLE, TITLES
 from .plotting import label as plot_label
+from .sweep import as_options
 
-__all__ = ["explorer", "stepper"]
+__all__ = ["DPI_MAX", "LOG2_M_MIN", "explorer", "stepper"]
+
+#: The smallest ``log2 M`` of the explorer's slider (``M = 16``).
+LOG2_M_MIN = 4.0
+#: The largest resolution of the explorer's picture (a 7.5 x 4.6 inch figure: 4,500 x 2,760
+#: pixels at 600).
+DPI_MAX = 600
+
+
+def _log2_M_max(d: int) -> float:
+    """The largest ``log2 M`` of the explorer's slider at ``d``: ``M = 64 d^2``."""
+    return math.log2(64 * d * d)
+
+
+def _log2_M(value, d: int) -> float:
+    """``value`` as a ``log2 M`` the slider shows at ``d``: a finite number from
+    :data:`LOG2_M_MIN` to ``log2(64 d^2)``; an error otherwise, never a silent clamp."""
+    value = as_real(value, "log2_M")
+    if not LOG2_M_MIN <= value <= _log2_M_max(d):
+        raise ValueError(f"log2_M = {value:g} is outside the slider's range at d = {d}: from "
+                         f"{LOG2_M_MIN:g} to {_log2_M_max(d):g} (M from {2 ** LOG2_M_MIN:g} to "
+                         f"64 d^2 = {64 * d * d:,})")
+    return value
+
+
+def _P(value, Ps) -> int:
+    """``value`` as one of the panel's processor counts ``Ps``."""
+    value = as_count(value, "P")
+    if value not in Ps:
+        raise ValueError(f"P = {value} is not one of {Ps}")
+    return value
 
 
 def _room(ax, renderer, sizes: bool = True):
@@ -226,7 +261,7 @@ def _simulate(names, N, d, M, options, backward=False, seed=0, causal=False):
 
 def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None, *,
              backward: bool = False, causal: bool = False, options=None, N_sim_max: int = 256,
-             dpi: int = 80, P: int = 16, heads: int = PARALLEL_HEADS):
+             dpi: int = 80, P: int | None = None, heads: int = PARALLEL_HEADS):
     """The crossover explorer as an ipywidgets widget, for a notebook with a live kernel.
 
     Sliders for ``N`` (powers of two from 256 to 65536), ``d`` (powers of two from 16 to 256)
@@ -268,11 +303,14 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
     Parameters
     ----------
     N, d : int
-        The initial sizes.
+        The initial sizes: ``N`` from 1 to :data:`ioattn.explorer.N_MAX` (65,536), ``d`` from 1
+        to :data:`ioattn.explorer.D_MAX` (256), the ends of the sliders.
     log2_M : float, optional
-        The initial ``log2 M``; ``log2 d^2`` by default.
+        The initial ``log2 M``, from 4 to ``log2(64 d^2)`` (the slider's range); ``log2 d^2``
+        by default (clipped to that range).
     names : list of str, optional
-        The algorithms checked at first (every one of :data:`DEFAULT_NAMES` by default).
+        The algorithms checked at first, names of :data:`DEFAULT_NAMES` (all of them by
+        default; an empty list checks none).
     backward : bool, optional
         Start on the backward pass (the forward by default).
     causal : bool, optional
@@ -282,9 +320,10 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
     N_sim_max : int, optional
         The largest ``N`` the "simulate" button runs.
     dpi : int, optional
-        Resolution of the picture.
+        Resolution of the picture, at most :data:`DPI_MAX`.
     P : int, optional
-        The initial number of processors of the panel (16).
+        The initial number of processors of the panel: 16 by default (or the largest the
+        least ``N`` of the slider can share).
     heads : int, optional
         Heads ``H`` in the panel (:data:`ioattn.explorer.PARALLEL_HEADS`, 16).
 
@@ -309,11 +348,24 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
     ImportError
         When ipywidgets is not installed (:func:`static_explorer` needs no kernel and no
         widgets).
+    TypeError, ValueError
+        Up front, for a count that is not an integer (``N="4096"``, ``N=4096.7``), a flag that
+        is not a bool, a size or ``log2_M`` out of the ranges above (never clamped), an unknown
+        algorithm (the closest known name suggested) or option, a ``P`` not on the slider;
+        ``update`` checks its values the same way before it moves any control.
     """
     widgets = import_ipywidgets("ioattn.widgets.explorer", "ioattn.explorer.static_explorer")
-    for flag, label in ((backward, "backward"), (causal, "causal")):
-        if not isinstance(flag, bool):
-            raise TypeError(f"{label} must be True or False, got {flag!r}")
+    all_names = list(DEFAULT_NAMES)
+    backward, causal = as_flag(backward, "backward"), as_flag(causal, "causal")
+    N, d = explorer_size(N, "N", N_MAX), explorer_size(d, "d", D_MAX)
+    start = min(max(math.log2(d * d), LOG2_M_MIN), _log2_M_max(d)) if log2_M is None else \
+        _log2_M(log2_M, d)
+    checked = set(all_names if names is None else as_names(names, "names", all_names))
+    options = DEFAULT_OPTIONS if options is None else as_options(options)
+    N_sim_max, heads = as_count(N_sim_max, "N_sim_max"), as_count(heads, "heads")
+    dpi = as_count(dpi, "dpi")
+    if dpi > DPI_MAX:
+        raise ValueError(f"dpi must be at most {DPI_MAX}, got {dpi}")
     import io
 
     import PIL.Image
@@ -322,14 +374,10 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
 
     from . import bounds
 
-    all_names = list(DEFAULT_NAMES)
-    checked = set(names or all_names)
-    options = DEFAULT_OPTIONS if options is None else options
-    Ns = sorted({1 << k for k in range(8, 17)} | {int(N)})
-    ds = sorted({1 << k for k in range(4, 9)} | {int(d)})
+    Ns = sorted({1 << k for k in range(8, 17)} | {N})
+    ds = sorted({1 << k for k in range(4, 9)} | {d})
     Ps = parallel_Ps(Ns[0])
-    if P not in Ps:
-        raise ValueError(f"P = {P} is not one of {Ps}")
+    P = (16 if 16 in Ps else Ps[-1]) if P is None else _P(P, Ps)
     cache: dict = {}
     pcache: dict = {}
     uid = f"ioattn-across-{next(_ids)}"
@@ -349,15 +397,12 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
         algo = get(n, b_)
         return algo.min_M(d_, **{**algo.options, **options.get(n, {})})
 
-    def m_max(d_):
-        return math.log2(64 * d_ * d_)
-
-    start = math.log2(d * d) if log2_M is None else float(log2_M)
-    sN = widgets.SelectionSlider(options=Ns, value=int(N), description="N",
+    m_max = _log2_M_max
+    sN = widgets.SelectionSlider(options=Ns, value=N, description="N",
                                  continuous_update=False)
-    sd = widgets.SelectionSlider(options=ds, value=int(d), description="d",
+    sd = widgets.SelectionSlider(options=ds, value=d, description="d",
                                  continuous_update=False)
-    sM = widgets.FloatSlider(value=min(max(start, 4.0), m_max(d)), min=4.0, max=m_max(d),
+    sM = widgets.FloatSlider(value=start, min=LOG2_M_MIN, max=m_max(d),
                              step=0.05, description="log2 M", readout_format=".2f",
                              continuous_update=True)
     sk = widgets.ToggleButtons(options=["none", "causal"], value="causal" if causal else "none",
@@ -526,29 +571,35 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
         """Set any of ``N``, ``d``, ``log2_M``, ``names`` (the checked algorithms), ``backward``
         (the pass), ``causal`` (the mask), ``P`` (the panel's processors) and redraw once;
         returns the readout HTML."""
+        # every value checked before any control moves: a bad one changes nothing
+        causal = None if causal is None else as_flag(causal, "causal")
+        backward = None if backward is None else as_flag(backward, "backward")
+        N = None if N is None else explorer_size(N, "N", N_MAX)
+        if N is not None and N not in sN.options:
+            raise ValueError(f"N = {N} is not one of the explorer's N: {list(sN.options)}")
+        d = None if d is None else explorer_size(d, "d", D_MAX)
+        if d is not None and d not in sd.options:
+            raise ValueError(f"d = {d} is not one of the explorer's d: {list(sd.options)}")
+        log2_M = None if log2_M is None else _log2_M(log2_M, sd.value if d is None else d)
+        names = None if names is None else set(as_names(names, "names", all_names))
+        P = None if P is None else _P(P, Ps)
         busy[0] = True
         try:
             if causal is not None:
-                if not isinstance(causal, bool):
-                    raise TypeError(f"causal must be True or False, got {causal!r}")
                 sk.value = "causal" if causal else "none"
             if backward is not None:
-                if not isinstance(backward, bool):
-                    raise TypeError(f"backward must be True or False, got {backward!r}")
                 sp.value = "backward" if backward else "forward"
             if N is not None:
-                sN.value = int(N)
+                sN.value = N
             if d is not None:
-                sd.value = int(d)
+                sd.value = d
                 sM.max = m_max(sd.value)
             if log2_M is not None:
-                sM.value = min(max(float(log2_M), sM.min), sM.max)
+                sM.value = log2_M
             if names is not None:
                 for n in all_names:
                     boxes[n].value = n in names
             if P is not None:
-                if P not in Ps:
-                    raise ValueError(f"P = {P} is not one of {Ps}")
                 sP.value = P
         finally:
             busy[0] = False

@@ -181,7 +181,8 @@ def test_parallel_bad_arguments(argv, message, capsys):
         main(["parallel", "--N", "64", "--d", "8", *argv])
     assert exc.value.code == 2
     err = capsys.readouterr().err
-    assert err.startswith("usage: ioattn parallel") and message in err
+    assert err.startswith("ioattn parallel: error: ") and message in err
+    assert err.count("\n") == 1 and "Traceback" not in err         # one line
 
 
 @pytest.mark.parametrize("command", [["sweep", "--N", "4096", "--d", "64"],
@@ -204,3 +205,102 @@ def test_python_dash_m():
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert "crossover" in done.stdout
+
+
+def _one_line_error(capsys, *needles):
+    """stderr holds one line, ``ioattn sweep: error: ...`` with each of ``needles``; no output."""
+    captured = capsys.readouterr()
+    assert captured.out == ""                               # refused before computing
+    err = captured.err
+    assert err.startswith("ioattn sweep: error: ") and err.count("\n") == 1, err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+def test_a_range_where_nothing_runs_is_an_error(capsys):
+    from ioattn.algorithms import get
+
+    assert main(["sweep", "--N", "4096", "--d", "64", "--M-min", "2", "--M-max", "3"]) == 2
+    _one_line_error(capsys, "argument --M-max: no algorithm can run", "M swept, 2 ",
+                    *(f"{n} needs M >= {get(n).min_M(64):,}" for n in ioattn.algorithms()))
+    assert main(["sweep", "--N", "64", "--d", "8", "--M-min", "2", "--M-max", "4",
+                 "--backward", "--algorithms", "flash"]) == 2
+    _one_line_error(capsys, f"flash needs M >= {get('flash', True).min_M(8)}")
+    assert main(["sweep", "--N", "8", "--d", "4", "--M-min", "9", "--M-max", "3"]) == 2
+    _one_line_error(capsys, "argument --M-max: 3 is less than --M-min = 9", "empty")
+    # where one algorithm can run, the others' dashes are information, not an error
+    assert main(["sweep", "--N", "64", "--d", "8", "--M-min", "4", "--M-max", "8"]) == 0
+
+
+@pytest.mark.parametrize("target, needle", [
+    ("/nonexistent/x.png", "there is no folder '/nonexistent'"),
+    ("x.xyz", "matplotlib cannot write .xyz files; use one of"),
+    ("plot", "cannot tell the format of 'plot'"),
+])
+def test_plot_to_where_it_cannot_go_is_refused_first(target, needle, capsys):
+    assert main(["sweep", "--N", "64", "--d", "8", "--plot", target]) == 2
+    _one_line_error(capsys, "argument --plot: ", needle, ".png")
+
+
+def test_plot_into_a_folder_is_refused(tmp_path, capsys):
+    assert main(["sweep", "--N", "64", "--d", "8", "--plot", str(tmp_path)]) == 2
+    _one_line_error(capsys, "is a folder")
+
+
+def test_option_values_are_parsed_not_iterated(capsys):
+    from ioattn.algorithms import get
+    from ioattn.cli import _value
+
+    assert _value("8,8") == (8, 8) and _value("-3") == -3 and _value("16") == 16
+    assert _value("outer") == "outer" and _value("None") is None and _value(" 4, -2") == (4, -2)
+    least = get("flash").min_M(16, block=(8, 8))
+    M = 1 << least.bit_length()
+    assert main(["sweep", "--N", "256", "--d", "16", "--M-min", str(M), "--M-max", str(M),
+                 "--option", "flash.block=8,8"]) == 0
+    out = capsys.readouterr().out
+    assert "options: flash (block=(8, 8))" in out
+    assert f"{ioattn.io_cost('flash', 256, 16, M, block=(8, 8)).total:,}" in out
+    assert main(["sweep", "--N", "256", "--d", "16", "--option", "flash.block=-3"]) == 2
+    _one_line_error(capsys, "argument --option: block must be a pair (B_r, B_c), got -3")
+    assert main(["sweep", "--N", "256", "--d", "16", "--option", "flash.block=8,-3"]) == 2
+    _one_line_error(capsys, "B_c must be at least 1, got -3")
+    with pytest.raises(SystemExit) as exc:
+        main(["sweep", "--N", "256", "--d", "16", "--option", "flash.block=8,x"])
+    assert exc.value.code == 2
+    _one_line_error(capsys, "expected a comma-separated list of integers (e.g. 8,8)")
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--algorithms", "flsh"], "unknown algorithm 'flsh' (did you mean 'flash'?)"),
+    (["--algorithms", ","], "expected comma-separated algorithm names"),
+    (["--option", "flash.blok=8"], "no option 'blok' (did you mean 'block'?)"),
+    (["--M-min", "-4"], "argument --M-min: expected a positive integer"),
+    (["--M-max", "2.5"], "argument --M-max: expected a positive integer"),
+])
+def test_parse_errors_are_one_line(argv, needle, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["sweep", "--N", "64", "--d", "8", *argv])
+    assert exc.value.code == 2
+    _one_line_error(capsys, needle)
+
+
+def test_bad_arguments_from_a_shell_are_one_line_no_traceback(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "ioattn", "sweep", "--N", "64", "--d", "8",
+                           "--plot", str(tmp_path / "missing" / "x.png")],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("ioattn sweep: error: argument --plot: there is no folder")
+
+
+def test_a_sweep_out_of_memory_is_one_line(monkeypatch, capsys):
+    import ioattn.cli
+
+    def too_wide(*args, **kwargs):
+        raise MemoryError("Unable to allocate 2.00 TiB")
+
+    monkeypatch.setattr(ioattn.cli, "sweep", too_wide)
+    assert main(["sweep", "--N", "64", "--d", "8"]) == 2
+    _one_line_error(capsys, "not enough memory for the sweep over M = 4 to 2,048",
+                    "2.00 TiB", "--M-min and --M-max")

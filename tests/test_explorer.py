@@ -15,6 +15,7 @@ from ioattn.bounds import lower_bound, lower_curve
 from ioattn.explorer import (
     DEFAULT_OPTIONS,
     KINDS,
+    N_MAX,
     PARALLEL_PS,
     STATIC_HI,
     _ppoints,
@@ -945,3 +946,61 @@ def test_explorer_widget_P_control():
         w.update(P=3)
     with pytest.raises(ValueError, match="P = 3 is not one of"):
         explorer(P=3)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"N": 0}, ValueError, "N must be at least 1, got 0"),
+    ({"N": 10**9}, ValueError, "N = 1,000,000,000 is more than the explorer draws"),
+    ({"N": "4096"}, TypeError, "N must be an integer, got '4096'"),
+    ({"N": 4096.7}, TypeError, "N must be an integer, got 4096.7"),
+    ({"ds": (64, 512)}, ValueError, "ds = 512 is more than the explorer draws \\(ds <= 256\\)"),
+    ({"ds": ()}, ValueError, "ds is empty"),
+    ({"ds": 64}, TypeError, "ds must be a sequence of integers"),
+    ({"Ns": (4096, 10**6)}, ValueError, "Ns = 1,000,000 is more than the explorer draws"),
+    ({"Ms": [64, 10**12]}, ValueError, "Ms = 1,000,000,000,000 is more than the explorer"),
+    ({"Ms": [64, 0]}, ValueError, "Ms must be at least 1"),
+    ({"M": 0}, ValueError, "M must be at least 1"),
+    ({"M": "4096"}, TypeError, "M must be an integer"),
+    ({"d": 48}, ValueError, "d = 48 is not one of ds"),
+    ({"backward": "yes"}, TypeError, "backward must be True or False"),
+    ({"names": ["flsh"]}, ValueError, "unknown algorithm 'flsh' \\(did you mean 'flash'\\?\\)"),
+    ({"names": "flash"}, TypeError, "names must be a list of algorithm names"),
+    ({"names": []}, ValueError, "names is empty"),
+    ({"options": {"standrd": {}}}, ValueError, "did you mean 'standard'"),
+    ({"options": {"square_tiling": "outer"}}, TypeError, "options\\['square_tiling'\\] must be"),
+    ({"P": 16.0}, TypeError, "P must be an integer"),
+    ({"heads": 0}, ValueError, "heads must be at least 1"),
+    ({"workers": 0}, ValueError, "workers must be at least 1"),
+])
+def test_static_explorer_refuses_bad_input_up_front(kwargs, error, match, monkeypatch):
+    import ioattn.explorer
+
+    def computed(*args, **kw):
+        raise AssertionError("computed before the arguments were checked")
+
+    monkeypatch.setattr(ioattn.explorer, "_four", computed)
+    with pytest.raises(error, match=match):
+        static_explorer(**kwargs)
+
+
+def test_static_explorer_default_Ns_stay_in_range():
+    page = static_explorer(N_MAX, ds=(16,), Ms=[64, 256], P=1, Ps=[1])
+    data = json.loads(re.search(r'class="ioe-data">(.*?)</script>', page, re.S).group(1))
+    assert data["Ns"] == [N_MAX // 4, N_MAX]                    # not 4 N_MAX
+    page = static_explorer(2, ds=(4,), Ms=[16, 32], Ps=[1, 2])
+    data = json.loads(re.search(r'class="ioe-data">(.*?)</script>', page, re.S).group(1))
+    assert data["Ns"] == [2]
+
+
+def test_curves_refuse_bad_names_options_and_flags():
+    with pytest.raises(ValueError, match="did you mean 'flash'"):
+        curves(256, 16, [64], names=["flsh"])
+    with pytest.raises(ValueError, match="names is empty"):
+        curves(256, 16, [64], names=[])
+    with pytest.raises(ValueError, match="did you mean 'square_tiling'"):
+        curves(256, 16, [64], options={"square_tilng": {"schedule": "outer"}})
+    with pytest.raises(TypeError, match="backward must be True or False, got 'yes'"):
+        curves(256, 16, [64], backward="yes")
+    with pytest.raises(TypeError, match="Ms must be an integer"):
+        curves(256, 16, [64.0], causal=True)
+    assert curves(256, 16, [64], names=["flash", "flash"])["names"] == ["flash"]

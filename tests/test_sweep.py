@@ -104,3 +104,60 @@ def test_plot_sweep_titles_the_direction():
         ax = plot_sweep(sweep(256, 16, [64, 256, 1024], backward=backward))
         assert ax.get_title() == title
         plt.close(ax.figure)
+
+
+def _fields(line: str) -> list[tuple[int, str]]:
+    """The fields of a table line (runs of text with less than two spaces inside), each with
+    the column where it ends (a trailing ``*`` not counted)."""
+    import re
+
+    return [(m.end() - m.group().endswith("*"), m.group())
+            for m in re.finditer(r"\S+(?: \S+)*", line)]
+
+
+@pytest.mark.parametrize("N, d, backward", [(10**9, 16, False), (4096, 64, True)])
+def test_table_columns_are_apart_and_aligned(N, d, backward):
+    """Counts wider than the names (every row at N = 10^9; M = 4 and 8 of the backward at
+    N = 4096) stay two spaces apart, each column right-aligned under its header."""
+    s = sweep(N, d, powers_of_two(4, 32 * d * d), backward=backward)
+    lines = s.table().splitlines()
+    k = next(i for i, line in enumerate(lines) if line.lstrip().startswith("M "))
+    head, rule, body = lines[k], lines[k + 1], lines[k + 2:k + 2 + len(s.Ms)]
+    ends = [end for end, _ in _fields(head)]
+    assert [text for _, text in _fields(head)] == ["M", *sorted(s.totals), "lower bound"]
+    assert set(rule) == {"-"} and len(rule) == len(head)
+    widest = max(len(f"{t:,}") for ts in s.totals.values() for t in ts if t is not None)
+    assert widest > 13                                    # the case that ran together
+    for M, line in zip(s.Ms, body):
+        fields = _fields(line.replace("   <- d^2", ""))
+        assert [end for end, _ in fields] == ends, line
+        assert "  " in line and all(line[a - 2:a] == "  " or a < 2 for a in
+                                    (end - len(text.rstrip("*")) for end, text in fields))
+        cells = [text.rstrip("*") for _, text in fields]
+        assert cells[0] == f"{M:,}" and cells[-1] == f"{s.lower[s.Ms.index(M)]:,}"
+        for name, cell in zip(sorted(s.totals), cells[1:-1]):
+            t = s.totals[name][s.Ms.index(M)]
+            assert cell == ("-" if t is None else f"{t:,}")
+
+
+def test_sweep_refuses_bad_names_options_and_ranges():
+    with pytest.raises(TypeError, match="names must be a list of algorithm names"):
+        sweep(256, 16, [64], names="flash")               # not read letter by letter
+    with pytest.raises(ValueError, match="unknown algorithm 'flsh' \\(did you mean 'flash'\\?\\)"):
+        sweep(256, 16, [64], names=["flsh"])
+    with pytest.raises(ValueError, match="names is empty"):
+        sweep(256, 16, [64], names=[])
+    with pytest.raises(ValueError, match="Ms is empty"):
+        sweep(256, 16, [])
+    with pytest.raises(TypeError, match="Ms must be a sequence of integers"):
+        sweep(256, 16, 64)
+    with pytest.raises(TypeError, match="Ms must be an integer, got 64.5"):
+        sweep(256, 16, [64.5])
+    with pytest.raises(ValueError, match="unknown algorithm 'squre_tiling' \\(did you mean"):
+        sweep(256, 16, [64], options={"squre_tiling": {"schedule": "outer"}})
+    with pytest.raises(TypeError, match="unknown option\\(s\\) colour"):
+        sweep(256, 16, [64], options={"flash": {"colour": "red"}})
+    with pytest.raises(TypeError, match="options must be a dict"):
+        sweep(256, 16, [64], options=[("flash", {})])
+    with pytest.raises(TypeError, match="backward must be True or False, got 'yes'"):
+        sweep(256, 16, [64], backward="yes")

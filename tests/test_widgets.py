@@ -110,3 +110,69 @@ def test_M_below_the_curves_leaves_the_axes_alone():
     w.update(backward=True)                        # a full redraw at that M
     assert here(w) == pytest.approx(at_d2, abs=TOL)
     assert here(w) == pytest.approx(fresh_layout(w), abs=TOL)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"N": "4096"}, TypeError, "N must be an integer, got '4096'"),
+    ({"N": 4096.7}, TypeError, "N must be an integer, got 4096.7"),
+    ({"N": True}, TypeError, "N must be an integer"),
+    ({"N": 0}, ValueError, "N must be at least 1, got 0"),
+    ({"N": 10**9}, ValueError, "N = 1,000,000,000 is more than the explorer draws "
+                               "\\(N <= 65,536\\)"),
+    ({"d": 512}, ValueError, "d = 512 is more than the explorer draws \\(d <= 256\\)"),
+    ({"d": 64.0}, TypeError, "d must be an integer"),
+    ({"names": ["flsh"]}, ValueError, "unknown algorithm 'flsh' \\(did you mean 'flash'\\?\\)"),
+    ({"names": "flash"}, TypeError, "names must be a list of algorithm names"),
+    ({"log2_M": 100}, ValueError, "log2_M = 100 is outside the slider's range at d = 64: "
+                                  "from 4 to 18"),
+    ({"log2_M": 3}, ValueError, "log2_M = 3 is outside the slider's range"),
+    ({"log2_M": math.nan}, ValueError, "log2_M must be a finite number, got nan"),
+    ({"log2_M": "12"}, TypeError, "log2_M must be a number, got '12'"),
+    ({"backward": "yes"}, TypeError, "backward must be True or False, got 'yes'"),
+    ({"causal": 1}, TypeError, "causal must be True or False, got 1"),
+    ({"options": {"flsh": {}}}, ValueError, "unknown algorithm 'flsh'"),
+    ({"options": {"flash": {"colour": 1}}}, TypeError, "unknown option\\(s\\) colour"),
+    ({"P": 3}, ValueError, "P = 3 is not one of \\[1, 2, 4"),
+    ({"P": 16.0}, TypeError, "P must be an integer, got 16.0"),
+    ({"N_sim_max": 0}, ValueError, "N_sim_max must be at least 1"),
+    ({"dpi": 10**5}, ValueError, "dpi must be at most 600"),
+    ({"heads": "16"}, TypeError, "heads must be an integer"),
+])
+def test_explorer_refuses_bad_input_up_front(kwargs, error, match, monkeypatch):
+    import ioattn.widgets
+
+    def computed(*args, **kw):
+        raise AssertionError("computed before the arguments were checked")
+
+    monkeypatch.setattr(ioattn.widgets, "curves", computed)
+    with pytest.raises(error, match=match):
+        explorer(**kwargs)
+
+
+def test_explorer_update_refuses_bad_input_and_changes_nothing():
+    w = explorer(N=1024, d=32, log2_M=10)
+    before = dict(w.state), w.readout.value, {k: c.value for k, c in w.controls.items()
+                                              if k != "simulate"}
+    for kwargs, error, match in [
+        ({"N": "4096"}, TypeError, "N must be an integer"),
+        ({"N": 1000}, ValueError, "N = 1000 is not one of the explorer's N"),
+        ({"d": 32, "log2_M": 17}, ValueError, "outside the slider's range at d = 32: from 4 to 16"),
+        ({"log2_M": 4, "names": ["flsh"]}, ValueError, "did you mean 'flash'"),
+        ({"log2_M": 12, "backward": "no"}, TypeError, "backward must be True or False"),
+        ({"log2_M": 12, "P": 3}, ValueError, "P = 3 is not one of"),
+    ]:
+        with pytest.raises(error, match=match):
+            w.update(**kwargs)
+        after = dict(w.state), w.readout.value, {k: c.value for k, c in w.controls.items()
+                                                 if k != "simulate"}
+        assert after == before                         # no control moved
+    w.update(d=128, log2_M=20)                         # 20 = log2(64 * 128^2): the end
+    assert w.state["M"] == 1 << 20
+
+
+def test_explorer_of_a_few_rows_offers_the_processors_it_can_share():
+    w = explorer(N=3, d=4, log2_M=5)
+    assert list(w.controls["P"].options) == [1, 2] and w.state["P"] == 2
+    assert w.state["N"] == 3 and w.state["M"] == 32
+    assert explorer(N=1, d=4).state["P"] == 1                      # nothing to share: P = 1
+    assert explorer(N=4096, d=64, names=[]).state["shown"] == []    # none checked, as asked

@@ -13,14 +13,15 @@ from typing import Callable
 
 import numpy as np
 
-from ..algorithms.base import Plan
+from .._validate import as_count, as_flag, suggest
+from ..algorithms.base import Plan, get
 from ..masks import Mask
 from ..memory import IOCount
 from . import backward as _backward
 from . import flash as _flash
 from . import square_tiling as _square_tiling
 from . import standard as _standard
-from .backend import Backend, get_backend
+from .backend import BACKENDS, Backend, get_backend
 
 __all__ = ["GPUBackwardResult", "GPUResult", "Launch", "KERNELS", "DTYPES", "prepare", "run",
            "run_backward", "gpu_plan"]
@@ -132,6 +133,35 @@ def to_storage(x, dtype: str, xp):
     return (rounded >> xp.uint32(16)).astype(xp.uint16)
 
 
+def _check_arguments(name, *, M=None, block=None, dtype="float32", backend="cuda",
+                     scale=None, options=None, **flags):
+    """Every check of ``name`` and the arguments that needs no array and no device, so that a
+    bad call says what is wrong before :func:`get_backend` looks for a GPU."""
+    if not isinstance(name, str) or name not in KERNELS:
+        raise ValueError(f"no GPU kernels for {name!r}{suggest(name, KERNELS)}; there are "
+                         f"{', '.join(sorted(KERNELS))}")
+    _check_dtype(name, dtype)
+    for flag, value in flags.items():
+        as_flag(value, flag)
+    if M is not None:
+        as_count(M, "M")
+    if block is not None:
+        if name != "flash":
+            raise ValueError(f"block is an option of flash only; {name} takes its blocks from M")
+        if isinstance(block, (str, bytes)) or not hasattr(block, "__len__") or len(block) != 2:
+            raise TypeError(f"block must be a pair (B_r, B_c), got {block!r}")
+        as_count(block[0], "B_r"), as_count(block[1], "B_c")
+    if scale is not None:
+        _scale(scale, 1)
+    if not isinstance(backend, Backend) and backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}, "
+                         f"got {backend!r}{suggest(backend, BACKENDS)}")
+    if options and name == "flash":
+        raise ValueError(f"the flash kernels take no options {sorted(options)} (variant fa2)")
+    if options:
+        get(name).check_options(options)
+
+
 def _check_dtype(name, dtype):
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
@@ -163,8 +193,8 @@ def gpu_plan(name: str, N: int, d: int, *, M: int | None = None, block=None,
     ``budget`` (bytes of shared memory per block) stands for the device: the plan a GPU with
     that much would run, with no GPU and no backend needed (:mod:`ioattn.roofline` uses it).
     """
-    if name not in KERNELS:
-        raise ValueError(f"no GPU kernels for {name!r}; there are {', '.join(sorted(KERNELS))}")
+    _check_arguments(name, M=M, block=block, dtype=dtype, backend=backend, backward=backward,
+                     options=options)
     if budget is None:
         be = get_backend(backend) if isinstance(backend, str) else backend
         budget = be.shared_memory_per_block
@@ -176,12 +206,11 @@ def prepare(name: str, Q, K, V, *, M: int | None = None, block=None, causal: boo
             scale: float | None = None, dtype: str = "float32", count_io: bool = False,
             save_lse: bool = False, backend: str = "cuda", **options) -> Launch:
     """Everything :func:`run` does before launching; see :func:`run` for the parameters."""
-    _check_dtype(name, dtype)
-    be = get_backend(backend)
-    if name not in KERNELS:
-        raise ValueError(f"no GPU kernels for {name!r}; there are {', '.join(sorted(KERNELS))}")
+    _check_arguments(name, M=M, block=block, dtype=dtype, backend=backend, scale=scale,
+                     options=options, causal=causal, count_io=count_io, save_lse=save_lse)
     if causal and name != "flash":
         raise ValueError(f"causal=True is implemented for flash only, not {name}")
+    be = get_backend(backend)
     Qh = _as_heads(Q, "Q", be)
     shape = tuple(Q.shape)
     Kh, Vh = _as_heads(K, "K", be, shape), _as_heads(V, "V", be, shape)
@@ -274,6 +303,8 @@ def run_backward(Q, K, V, O, dO, L, *, M: int | None = None, block=None,
     ``M``, ``block``, ``scale``, ``count_io`` and ``backend`` as in :func:`run`; the count equals
     ``ioattn.io_cost("flash", N, d, M, backward=True)`` per head.
     """
+    _check_arguments("flash", M=M, block=block, backend=backend, scale=scale,
+                     count_io=count_io)
     be = get_backend(backend)
     shape = tuple(Q.shape)
     Qh = _as_heads(Q, "Q", be)

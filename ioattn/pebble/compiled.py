@@ -72,6 +72,7 @@ import time
 
 import numpy as np
 
+from .._validate import as_threads
 from .search import (
     PROGRESS_AFTER,
     Optimum,
@@ -1067,6 +1068,7 @@ def run(search: _Search, max_states: int, time_limit, progress, incumbent=None,
     if search.n > MAX_VERTICES:
         raise ValueError(f"the compiled search takes at most {MAX_VERTICES} vertices, "
                          f"not {search.n}")
+    threads = as_threads(threads)
     compile_seconds()
     return _search(search, max_states, time_limit, progress, time.perf_counter(), incumbent,
                    threads)

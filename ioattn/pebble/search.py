@@ -85,9 +85,9 @@ from __future__ import annotations
 import heapq
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from .._validate import as_count
+from .._validate import as_count, as_real, as_threads
 from .game import PebbleGame, without_idle_computes
 from .graph import Graph
 from .symmetry import MAX_SYMMETRIES, Symmetry
@@ -234,15 +234,29 @@ def min_io(graph: Graph, M: int, *, max_states: int = 2_000_000, time_limit: flo
         least ``f`` in batches, listing their successors on the threads side by side
         (:func:`ioattn.pebble.compiled._threaded`): the same optimum, deterministic, but the
         states expanded, and the optimal game returned, may differ from those of one thread
-        (and of the Python search, which runs on one).
+        (and of the Python search, which runs on one). At most the cores this process may
+        use: more are cut to that many, with a ``RuntimeWarning`` saying so (each thread has
+        its own buffers, and more threads than cores would only add memory).
 
     Returns
     -------
     Optimum
         The optimum, an optimal move list and search statistics.
 
+    Notes
+    -----
+    ``Q(G, M) = Q(G, n)`` for every ``M >= n``, the number of vertices, and the search runs at
+    ``min(M, n)`` (its memory grows with ``M``). Proof: a vertex holds at most one red pebble,
+    so no configuration of the game has more than ``n`` red pebbles; the rule "at most ``M``
+    red pebbles" therefore forbids no move once ``M >= n``, and every ``M >= n`` allows the
+    same set of games, with the same I/O. The optimum, and the optimal games, are those at
+    ``M = n``; the result reports the ``M`` asked for.
+
     Raises
     ------
+    TypeError
+        If an argument has the wrong type (``M`` not an integer, ``time_limit`` not a number,
+        ``progress`` or ``symmetry`` not a bool).
     ValueError
         If ``M`` is too small to compute some vertex, the graph has more than
         ``max_vertices`` vertices, or ``incumbent`` is not a complete game on it with ``M`` red
@@ -270,8 +284,8 @@ def min_io(graph: Graph, M: int, *, max_states: int = 2_000_000, time_limit: flo
     M = as_count(M, "M")
     max_states = as_count(max_states, "max_states")
     max_vertices = as_count(max_vertices, "max_vertices")
-    if time_limit is not None and not time_limit > 0:
-        raise ValueError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
+    if time_limit is not None:
+        as_real(time_limit, "time_limit (seconds, or None for no limit)", positive=True)
     if progress not in (None, True, False):
         raise TypeError(f"progress must be None, True or False, got {progress!r}")
     if not isinstance(engine, str) or engine not in ENGINES:
@@ -290,16 +304,22 @@ def min_io(graph: Graph, M: int, *, max_states: int = 2_000_000, time_limit: flo
             "pass a larger max_vertices to try anyway")
     if symmetry not in (True, False):
         raise TypeError(f"symmetry must be True or False, got {symmetry!r}")
-    threads = as_count(threads, "threads")
+    threads = as_threads(threads)
     if incumbent is not None:
         incumbent = _checked_game(graph, M, incumbent)
-    search = _Search(graph, M, symmetry)
-    if engine == "compiled" and len(graph) <= 64:
+    # M above the vertex count changes no game (see the docstring, Notes): search at n, whose
+    # memory does not grow with M, and report the M asked for
+    n = len(graph)
+    search = _Search(graph, min(M, n), symmetry)
+    result = None
+    if engine == "compiled" and n <= 64:
         from . import compiled
 
         if compiled.available():
-            return compiled.run(search, max_states, time_limit, progress, incumbent, threads)
-    return search.run(max_states, time_limit, progress, incumbent)
+            result = compiled.run(search, max_states, time_limit, progress, incumbent, threads)
+    if result is None:
+        result = search.run(max_states, time_limit, progress, incumbent)
+    return result if M <= n else replace(result, M=M)
 
 
 def _checked_game(graph: Graph, M: int, moves) -> tuple[int, list]:

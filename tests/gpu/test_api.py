@@ -80,3 +80,45 @@ def test_M_beyond_the_shared_memory(rng):
     budget = gpu.backend.get_backend("emulator").shared_memory_per_block
     assert 4 * ioattn.plan("flash", 2000, 64, largest).footprint <= budget
     assert 4 * ioattn.plan("flash", 2000, 64, largest + 1).footprint > budget
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda q: gpu.run("bogus", *q), ValueError, "no GPU kernels for 'bogus'; there are flash"),
+    (lambda q: gpu.run("flsh", *q), ValueError, "'flsh' \\(did you mean 'flash'\\?\\)"),
+    (lambda q: gpu.run("flash", *q, dtype="float64"), ValueError, "dtype must be one of"),
+    (lambda q: gpu.run("flash", *q, causal="yes"), TypeError, "causal must be True or False"),
+    (lambda q: gpu.run("flash", *q, count_io=1), TypeError, "count_io must be True or False"),
+    (lambda q: gpu.run("flash", *q, save_lse="no"), TypeError, "save_lse must be True or"),
+    (lambda q: gpu.run("flash", *q, M=300.5), TypeError, "M must be an integer"),
+    (lambda q: gpu.run("flash", *q, M=0), ValueError, "M must be at least 1"),
+    (lambda q: gpu.run("flash", *q, block=8), TypeError, "block must be a pair"),
+    (lambda q: gpu.run("flash", *q, block=(8, -8)), ValueError, "B_c must be at least 1"),
+    (lambda q: gpu.run("standard", *q, block=(8, 8)), ValueError, "block is an option of flash"),
+    (lambda q: gpu.run("standard", *q, causal=True), ValueError, "for flash only"),
+    (lambda q: gpu.run("flash", *q, scale="1"), ValueError, "scale must be"),
+    (lambda q: gpu.run("flash", *q, backend="emulater"), ValueError,
+     "backend must be one of .* \\(did you mean 'emulator'\\?\\)"),
+    (lambda q: gpu.run("flash", *q, variant="fa1"), ValueError, "take no options"),
+    (lambda q: gpu.run("square_tiling", *q, shedule="outer"), TypeError, "unknown option"),
+    (lambda q: gpu.prepare("bogus", *q), ValueError, "no GPU kernels for 'bogus'"),
+    (lambda q: gpu.gpu_plan("bogus", 16, 8), ValueError, "no GPU kernels for 'bogus'"),
+    (lambda q: gpu.run_backward(*q, q[0], q[0], np.zeros(16), scale=-1.0), ValueError,
+     "scale must be"),
+    (lambda q: gpu.run_backward(*q, q[0], q[0], np.zeros(16), count_io="yes"), TypeError,
+     "count_io must be True or False"),
+    (lambda q: gpu.run_backward(*q, q[0], q[0], np.zeros(16), M=1.5), TypeError,
+     "M must be an integer"),
+    (lambda q: gpu.run_backward(*q, q[0], q[0], np.zeros(16), backend="tpu"), ValueError,
+     "backend must be one of"),
+])
+def test_bad_arguments_are_named_before_the_device_is_looked_for(qkv, monkeypatch, call, error,
+                                                                 match):
+    """With or without a GPU: a bad name or argument is the error, not GPUUnavailableError."""
+    import ioattn.gpu.api
+
+    def no_device(*args, **kwargs):
+        raise AssertionError("the device was looked for before the arguments were checked")
+
+    monkeypatch.setattr(ioattn.gpu.api, "get_backend", no_device)
+    with pytest.raises(error, match=match):
+        call(qkv)

@@ -360,3 +360,45 @@ def test_progress_false_prints_nothing_and_true_shows_a_bar(capsys):
     min_io(matmul_graph(1, 2, 1), 3, progress=True)
     out, err = capsys.readouterr()
     assert out == "" and "min_io" in err
+
+
+@pytest.mark.parametrize("engine", ["compiled", "python"])
+def test_M_above_the_vertex_count_is_the_game_at_the_vertex_count(engine):
+    """Q(G, M) = Q(G, n) for M >= n (the proof is in min_io's Notes); the search runs at n, so
+    M = 2 * 10**6 costs no more memory than M = n (it asked for 12 GiB before)."""
+    g = matmul_graph(1, 2, 1)
+    n = len(g)
+    at_n = solve(g, n, engine=engine)
+    for M in (n + 1, 2 * n, 2 * 10**6):
+        opt = solve(g, M, engine=engine)
+        assert opt.M == M and opt.io == at_n.io and opt.lower_bound == at_n.lower_bound
+        assert opt.memory == at_n.memory and opt.states == at_n.states
+        assert PebbleGame.replay(g, n, opt.moves).io == at_n.io    # legal with n pebbles
+    assert at_n.M == n and solve(g, n - 1, engine=engine).M == n - 1
+
+
+def test_threads_beyond_the_cores_are_cut_to_the_cores(monkeypatch):
+    import ioattn._validate
+
+    monkeypatch.setattr(ioattn._validate, "cores", lambda: 2)
+    g = attention_graph(2, 1)
+    with pytest.warns(RuntimeWarning, match="threads = 1000 is more than the 2 core"):
+        opt = min_io(g, 4, progress=False, threads=1000)
+    assert opt.io == min_io(g, 4, progress=False).io
+    with pytest.warns(RuntimeWarning, match="running on 2"):
+        from ioattn.pebble import compiled
+        if compiled.available():
+            compiled.run(_Search(g, 4), 10**6, None, False, threads=3)
+        else:  # pragma: no cover - without Numba
+            ioattn._validate.as_threads(3)
+
+
+@pytest.mark.parametrize("time_limit, error, match", [
+    ("5", TypeError, "time_limit .*must be a number, got '5' \\(str\\)"),
+    (True, TypeError, "time_limit .*must be a number, got True"),
+    (float("nan"), ValueError, "time_limit .*must be a finite number"),
+    (-1, ValueError, "time_limit .*must be positive"),
+])
+def test_time_limit_must_be_a_positive_number(time_limit, error, match):
+    with pytest.raises(error, match=match):
+        min_io(matmul_graph(1, 1, 1), 3, time_limit=time_limit)
