@@ -151,33 +151,47 @@ def text(N: int, d: int, Ps, *, heads: int = 1, causal: bool = False,
     """
     table = rows(N, d, Ps, heads=heads, causal=causal, backward=backward) \
         if table is None else table
-    cols = [("traffic", 11), ("received", 11), ("messages", 10), ("memory", 13), ("bound", 12)]
-    if causal:
-        cols.append(("balance", 9))
-    head = f"{'P':>5}  {'algorithm':<12}" + "".join(
-        f"{c:>{w}}" + (" " if c == "traffic" else "") for c, w in cols) + f"{'received/bound':>16}"
+    cols = ["traffic", "received", "messages", "memory", "bound"] + (["balance"] if causal else [])
     what = ", ".join(["backward pass" if backward else "forward pass"]
                      + (["causal mask"] if causal else []))
     lines = [f"Attention on P processors: N = {N:,}, d = {d}, H = {heads} "
              f"head{'s' if heads != 1 else ''}, {what}.",
              "Words of the busiest processor; * = the least traffic at that P; bound = lower "
              "bound on the",
-             "words received if no processor holds more than its memory (rounded down).",
-             head]
-    last = None
+             "words received if no processor holds more than its memory (rounded down)."]
+    # every cell as text first, so that each column is as wide as its widest entry
+    cells = []
     for r in table:
-        P = f"{r['P']:>5}" if r["P"] != last else " " * 5
-        last = r["P"]
         if not r["applies"]:
-            lines.append(f"{P}  {r['name']:<12}{'—':>{cols[0][1]}}   does not apply: {r['why']}")
+            cells.append(None)
             continue
-        cells = []
-        for c, w in cols:
-            v = r[c]
-            if c == "bound":
-                v = math.floor(v)
-            s = format(v, ".2f" if c == "balance" else ",")
-            cells.append(f"{s:>{w}}" + (("*" if r["fewest"] else " ") if c == "traffic" else ""))
-        ratio = "—" if r["ratio"] is None else f"{r['ratio']:.2f}"
-        lines.append(f"{P}  {r['name']:<12}" + "".join(cells) + f"{ratio:>16}")
+        row = [format(math.floor(r[c]) if c == "bound" else r[c],
+                      ".2f" if c == "balance" else ",") + ("*" if c == "traffic" and r["fewest"]
+                                                           else "")
+               for c in cols]
+        cells.append(row + ["—" if r["ratio"] is None else f"{r['ratio']:.2f}"])
+    names = cols + ["received/bound"]
+    widths = [max([len(n)] + [len(row[i]) for row in cells if row is not None])
+              for i, n in enumerate(names)]
+    widths[0] = max(widths[0], 2)
+    P_w = max([5] + [len(str(r["P"])) for r in table])
+    A_w = max([len("algorithm")] + [len(r["name"]) for r in table])
+
+    def line(P, name, row):
+        return f"{P:>{P_w}}  {name:<{A_w}}  " + "  ".join(
+            # the traffic column's '*' hangs past its numbers
+            f"{c:>{w}}" if i or c.endswith("*") else f"{c + ' ':>{w}}"
+            for i, (c, w) in enumerate(zip(row, widths)))
+
+    widths[0] += 0 if any(row and row[0].endswith("*") for row in cells) else 1
+    lines.append(line("P", "algorithm", names))
+    last = None
+    for r, row in zip(table, cells):
+        P = str(r["P"]) if r["P"] != last else ""
+        last = r["P"]
+        if row is None:
+            lines.append(f"{P:>{P_w}}  {r['name']:<{A_w}}  {'—':>{widths[0] - 1}}   "
+                         f"does not apply: {r['why']}")
+        else:
+            lines.append(line(P, r["name"], row))
     return "\n".join(lines)

@@ -113,3 +113,22 @@ def test_data_round_trips_through_json():
     assert got["rows"] == rows(512, 16, [1, 2, 8], heads=4, causal=True)
     assert (got["N"], got["d"], got["heads"], got["causal"], got["backward"], got["Ps"]) == \
         (512, 16, 4, True, False, [1, 2, 8])
+
+
+def test_columns_stay_apart_at_any_size():
+    # counts of thirteen digits and more: every cell is its own field and the columns line up
+    for N, Ps, heads in ((10**9, [2, 16], 16), (4096, [2, 8], 1)):
+        out = text(N, 64, Ps, heads=heads, causal=True)
+        table = rows(N, 64, Ps, heads=heads, causal=True)
+        lines = [line for line in out.splitlines()[4:] if "does not apply" not in line]
+        applying = [r for r in table if r["applies"]]
+        assert len(lines) == len(applying)
+        for line, r in zip(lines, applying):
+            fields = line.split()
+            fields = fields[1:] if fields[0].isdigit() else fields
+            assert fields[0] == r["name"]
+            assert int(fields[1].rstrip("*").replace(",", "")) == r["traffic"]
+            assert int(fields[2].replace(",", "")) == r["received"]
+            assert int(fields[4].replace(",", "")) == r["memory"]
+        ends = {len(line) for line in lines}
+        assert len(ends) == 1, "the last column is not aligned"
