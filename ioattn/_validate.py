@@ -46,3 +46,11 @@ def as_scale(scale, d: int) -> float:
             or scale <= 0:
         raise ValueError(f"scale must be a finite positive number, got {scale!r}")
     return float(scale)
+
+
+def as_flag(value, name: str) -> bool:
+    """``value`` as a Python bool: a TypeError unless it is ``True`` or ``False`` (a NumPy
+    boolean counts), never the truth value of something else (``"no"`` is not False)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
+    return bool(value)

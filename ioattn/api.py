@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields, is_dataclass, replace
 
 import numpy as np
 
-from ._validate import as_count, as_matrix, as_scale
+from ._validate import as_count, as_flag, as_matrix, as_scale
 from .algorithms import BACKWARD, REGISTRY, get
 from .algorithms.base import Plan
 from .algorithms.matmul import remembered_products
@@ -61,7 +61,7 @@ class BackwardResult:
 
 def algorithms(backward: bool = False) -> list[str]:
     """Names of the registered attention algorithms (their backward passes with ``backward``)."""
-    return sorted(BACKWARD if backward else REGISTRY)
+    return sorted(BACKWARD if as_flag(backward, "backward") else REGISTRY)
 
 
 def plan(name: str, N: int, d: int, M: int, *, backward: bool = False, **options) -> Plan:
@@ -72,7 +72,7 @@ def plan(name: str, N: int, d: int, M: int, *, backward: bool = False, **options
     not change the block sizes. Raises ``ValueError`` naming the smallest feasible ``M`` when
     ``M`` is below it.
     """
-    algo = get(name, backward)
+    algo = get(name, as_flag(backward, "backward"))
     return algo.plan(as_count(N, "N"), as_count(d, "d"), as_count(M, "M"), **options)
 
 
@@ -87,6 +87,7 @@ def min_M(name: str, d: int, *, backward: bool = False, **options) -> int:
     >>> ioattn.min_M("flash", 64), ioattn.min_M("flash", 64, backward=True)
     (260, 452)
     """
+    backward = as_flag(backward, "backward")
     algo = get(name, backward)
     for ignored in ("scale", "mask") if backward else ("scale", "mask", "save_lse"):
         options.pop(ignored, None)
@@ -119,7 +120,7 @@ def io_cost(name: str, N: int, d: int, M: int, *, backward: bool = False,
     IOCount
     """
     options.pop("scale", None)
-    algo = get(name, backward)
+    algo = get(name, as_flag(backward, "backward"))
     return algo.cost(algo.plan(as_count(N, "N"), as_count(d, "d"), as_count(M, "M"), **options))
 
 
@@ -164,7 +165,7 @@ def totals(name: str, N: int, d: int, Ms, *, backward: bool = False, **options) 
     """
     options.pop("scale", None)
     N, d = as_count(N, "N"), as_count(d, "d")
-    algo = get(name, backward)
+    algo = get(name, as_flag(backward, "backward"))
     Ms = np.asarray(Ms)
     if Ms.ndim != 1 or (Ms.size and not np.issubdtype(Ms.dtype, np.integer)):
         raise TypeError(f"Ms must be a 1-D array of integers, got shape {Ms.shape} and dtype "

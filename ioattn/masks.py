@@ -78,16 +78,18 @@ References
 from __future__ import annotations
 
 import functools
+import numbers
 import weakref
 from collections import OrderedDict
 from typing import NamedTuple
 
 import numpy as np
 
-from ._validate import as_count
+from ._validate import as_count, as_flag
 
-__all__ = ["Blocks", "Mask", "as_mask", "block_mask", "block_sizes", "block_sparse", "causal",
-           "from_blocks", "sliding_window"]
+__all__ = ["Blocks", "Mask", "TriangleSums", "as_mask", "block_mask", "block_sizes",
+           "block_sparse", "causal", "floor_sum", "from_blocks", "sliding_window",
+           "triangle_sums"]
 
 #: Entries of the mask handled at once (and an eighth as many 8-byte counts): the passes over
 #: an array and the block computations work on pieces of this size, never on an ``N x N``
@@ -303,14 +305,34 @@ class _Runs(_Rep):
 
     @classmethod
     def triangle_of(cls, N: int, lower: bool) -> _Runs:
-        i = np.arange(N)
-        if lower:
-            return cls(N, i, np.zeros(N), i + 1)
-        return cls(N, i, i, np.full(N, N))
+        """The causal mask (``lower``) or its transpose, its ``O(N)`` runs made only when
+        something asks for them (:meth:`__getattr__`): its blocks, counts, sums over blocks
+        (:func:`triangle_sums`) and equality come from the indices, so a mask of any ``N``
+        holds a few numbers."""
+        self = cls.__new__(cls)
+        _Rep.__init__(self, N)
+        self.triangle = "lower" if lower else "upper"
+        return self
+
+    _LAZY = ("rows", "starts", "ends", "offsets")
+
+    def __getattr__(self, name):
+        # called only for an attribute not set: the runs of a triangle made by triangle_of
+        if name not in _Runs._LAZY or self.__dict__.get("triangle") is None:
+            raise AttributeError(name)
+        N, i = self.N, np.arange(self.N)
+        if self.triangle == "lower":
+            runs = (i, np.zeros(N), i + 1)
+        else:
+            runs = (i, i, np.full(N, N))
+        _Runs.__init__(self, N, *runs)
+        return getattr(self, name)
 
     def same(self, other):
         if not isinstance(other, _Runs):
             return None
+        if self.triangle is not None or other.triangle is not None:
+            return self.triangle == other.triangle      # both recognise a triangle exactly
         return (np.array_equal(self.offsets, other.offsets)
                 and np.array_equal(self.starts, other.starts)
                 and np.array_equal(self.ends, other.ends))
@@ -324,6 +346,9 @@ class _Runs(_Rep):
 
     def _count(self, axis):
         N = self.N
+        if self.triangle is not None:                   # row i of the lower one: i + 1 keys
+            up = (axis == 0) == (self.triangle == "lower")
+            return np.arange(1, N + 1) if up else np.arange(N, 0, -1)
         s, e = self.starts.astype(np.int64), self.ends.astype(np.int64)
         if axis == 0:
             total = np.zeros(len(s) + 1, dtype=np.int64)
@@ -333,6 +358,8 @@ class _Runs(_Rep):
         return np.cumsum(steps[:N])
 
     def _compute_blocks(self, b_r, b_c):
+        if self.triangle is not None:
+            return _triangle_blocks(self.N, b_r, b_c, self.triangle == "lower")
         # Row i's run [s, e) meets column blocks s // b_c .. (e - 1) // b_c and covers blocks
         # ceil(s / b_c) .. e // b_c - 1 (through the last one when e = N): each run adds 1 over a
         # range of one block row, summed by differences. Nonempty: a run meets J; full: as many
@@ -566,6 +593,87 @@ def _triangle_rep(N: int, lower: bool) -> _Runs:
     return _Runs.triangle_of(N, lower)
 
 
+def _triangle_blocks(N: int, b_r: int, b_c: int, lower: bool):
+    """Nonempty and full blocks of the causal mask (``lower``) or its transpose, from the
+    indices: with inclusive ends ``[r0, r1]`` and ``[c0, c1]``, block ``(I, J)`` of the lower
+    triangle is nonempty iff ``c0 <= r1`` and full iff ``c1 <= r0``; of the upper, nonempty iff
+    ``c1 >= r0`` and full iff ``c0 >= r1``."""
+    r0 = np.arange(0, N, b_r)
+    r1 = np.minimum(r0 + b_r, N) - 1
+    c0 = np.arange(0, N, b_c)
+    c1 = np.minimum(c0 + b_c, N) - 1
+    if lower:
+        return c0[None, :] <= r1[:, None], c1[None, :] <= r0[:, None]
+    return c1[None, :] >= r0[:, None], c0[None, :] >= r1[:, None]
+
+
+def floor_sum(n: int, m: int, a: int, b: int) -> int:
+    """``sum(floor((a i + b) / m) for i in range(n))`` for integers ``n, a, b >= 0``, ``m >= 1``,
+    exactly and in ``O(log m)`` steps (the Euclid-like reduction: take out ``floor(a / m)`` and
+    ``floor(b / m)``, then count the lattice points under the line with the axes swapped).
+
+    >>> floor_sum(10, 7, 3, 5) == sum((3 * i + 5) // 7 for i in range(10))
+    True
+    """
+    total = 0
+    while True:
+        if a >= m:
+            total += (n - 1) * n // 2 * (a // m)
+            a %= m
+        if b >= m:
+            total += n * (b // m)
+            b %= m
+        top = a * n + b
+        if top < m:
+            return total
+        n, b = divmod(top, m)
+        m, a = a, m
+
+
+class TriangleSums(NamedTuple):
+    """Sums over the nonempty ``b_r x b_c`` blocks ``(I, J)`` of a triangle, ``r_I`` and
+    ``c_J`` the blocks' sizes: what the causal costs are made of."""
+
+    blocks: int      # the number of nonempty blocks
+    rows: int        # sum of r_I
+    cols: int        # sum of c_J
+    entries: int     # sum of r_I c_J
+
+
+def triangle_sums(N: int, b_r: int, b_c: int, lower: bool = True) -> TriangleSums:
+    """:class:`TriangleSums` of the causal mask (``lower``) or its transpose at ``b_r x b_c``
+    blocks (a side past ``N`` cut to ``N``), in closed form: Python ints, ``O(log N)`` steps,
+    no array, for any ``N``.
+
+    Lower: with ``T_r, T_c`` the numbers of row and column blocks, block row ``I`` ends at row
+    ``r1_I = min((I + 1) b_r, N) - 1`` and its nonempty blocks are ``J <= q_I = floor(r1_I /
+    b_c)``, whose widths sum to ``min((q_I + 1) b_c, N)``; only the last column block can pass
+    ``N``, by ``T_c b_c - N``, and it is reached by the rows ``k b_r - 1 >= (T_c - 1) b_c``.
+    For ``I < T_r - 1`` (``r_I = b_r``), ``sum q_I`` is :func:`floor_sum`; the last block row
+    has ``r = N - (T_r - 1) b_r`` and reaches every column block.
+    Upper: block row ``I`` starts at ``r0_I = I b_r`` and its nonempty blocks are ``J >= s_I =
+    floor(r0_I / b_c)``, whose widths sum to ``N - s_I b_c``. The tests compare every sum with
+    the blocks of the boolean array.
+
+    >>> triangle_sums(5, 2, 2)      # blocks (0, 0); (1, 0), (1, 1); (2, 0..2) of sides 2, 2, 1
+    TriangleSums(blocks=6, rows=9, cols=11, entries=17)
+    """
+    T_r, T_c = -(-N // b_r), -(-N // b_c)
+    K = T_r - 1                                         # block rows of b_r rows, before the last
+    last = N - K * b_r
+    if lower:
+        P = K + floor_sum(K, b_c, b_r, b_r - 1)         # sum over I < K of (q_I + 1)
+        k_min = -(-((T_c - 1) * b_c + 1) // b_r)        # the first k = I + 1 reaching J = T_c - 1
+        reach = max(0, K - k_min + 1)
+        widths = b_c * P - reach * (T_c * b_c - N)      # sum over I < K of min((q_I + 1) b_c, N)
+        return TriangleSums(P + T_c, b_r * P + last * T_c, widths + N, b_r * widths + last * N)
+    s_all = floor_sum(T_r, b_c, b_r, 0)                 # sum of s_I
+    s_last = K * b_r // b_c
+    s_rows = b_r * (s_all - s_last) + last * s_last     # sum of r_I s_I
+    return TriangleSums(T_r * T_c - s_all, N * T_c - s_rows, T_r * N - b_c * s_all,
+                        N * N - b_c * s_rows)
+
+
 # ------------------------------------------------------------------------------- the analysis
 class _Scan(NamedTuple):
     """What one pass over an array's rows finds."""
@@ -760,6 +868,7 @@ class Mask:
     __slots__ = ("N", "triangle", "_rep", "_array", "_excluded", "_T", "_hash")
 
     def __init__(self, mask, N: int | None = None, *, structured: bool = True):
+        structured = as_flag(structured, "structured")
         if isinstance(mask, Mask):
             if N is not None and mask.N != N:
                 raise ValueError(f"mask must have shape (N, N) = ({N}, {N}), got "
@@ -809,7 +918,8 @@ class Mask:
         >>> Mask.causal(4) == Mask(causal(4)), Mask.causal(4).T == Mask(causal(4).T)
         (True, True)
         """
-        return _triangle(as_count(N, "N"), bool(lower) or N == 1)
+        N = as_count(N, "N")
+        return _triangle(N, as_flag(lower, "lower") or N == 1)
 
     @staticmethod
     def sliding_window(N: int, w: int) -> Mask:
@@ -845,8 +955,7 @@ class Mask:
         ``N x N`` array; equal to ``Mask(block_sparse(N, block, density, seed=seed))``."""
         N = as_count(N, "N")
         b_r, b_c = _pair(block)
-        if not 0 <= density <= 1:
-            raise ValueError(f"density must lie in [0, 1], got {density!r}")
+        density = _density(density)
         T_r, T_c = -(-N // b_r), -(-N // b_c)
         chosen = np.random.default_rng(seed).permutation(T_r * T_c) < round(density * T_r * T_c)
         return Mask.from_blocks(chosen.reshape(T_r, T_c), (b_r, b_c), N)
@@ -911,6 +1020,8 @@ class Mask:
             return True
         if self.N != other.N:
             return False
+        if self.triangle is not None and other.triangle is not None:
+            return self.triangle == other.triangle
         same = self._rep.same(other._rep)
         if same is not None:
             return same
@@ -919,8 +1030,8 @@ class Mask:
         return bool(np.array_equal(self.array, other.array))
 
     def __hash__(self) -> int:
-        if self._hash is None:
-            self._hash = hash((self.N, self._rep.row_counts().tobytes()))
+        if self._hash is None:              # equal masks have as many True entries
+            self._hash = hash((self.N, self._true()))
         return self._hash
 
     def __repr__(self) -> str:
@@ -987,6 +1098,16 @@ def block_sparse(N: int, block, density: float, *, seed: int = 0) -> np.ndarray:
     shape ``block`` are True, chosen uniformly (``density`` is the ``s`` of [FA]_ Proposition 4).
     Read-only, with its structure known (:meth:`Mask.block_sparse`)."""
     return _publish(Mask.block_sparse(N, block, density, seed=seed))
+
+
+def _density(density) -> float:
+    """``density`` checked: a real number in ``[0, 1]`` (not a bool, not a string)."""
+    if isinstance(density, bool) or not isinstance(density, numbers.Real):
+        raise TypeError(f"density must be a number in [0, 1], got {density!r} "
+                        f"({type(density).__name__})")
+    if not 0 <= density <= 1:                  # False for NaN too
+        raise ValueError(f"density must lie in [0, 1], got {density!r}")
+    return float(density)
 
 
 def _pair(block) -> tuple[int, int]:

@@ -79,7 +79,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..masks import block_sizes
+from ..masks import triangle_sums
 from ..memory import IOCount
 from .base import BackwardAlgorithm, Plan, ceil_div, imin, register_backward
 from .flash import _block
@@ -167,16 +167,14 @@ def _masked_cost(plan: FlashBackwardPlan) -> IOCount:
 
 
 def _causal_cost(plan: FlashBackwardPlan) -> IOCount:
-    """:func:`_masked_cost` under the causal mask, from the block sizes alone (sums over one
-    block row instead of the ``T_r x T_c`` block mask). Block ``(I, J)`` is visited iff
-    ``c0_J <= r1_I``: every block row and column is visited, and block ``(0, 0)``, of the
-    largest sides, sets the peak. The tests check it against a plain boolean mask."""
+    """:func:`_masked_cost` under the causal mask, in closed form from the block sizes
+    (:func:`~ioattn.masks.triangle_sums`: Python ints, no array, any ``N``). Block ``(I, J)``
+    is visited iff ``c0_J <= r1_I``: every block row and column is visited, so the count needs
+    only the sum of ``r_I`` over visited blocks, and block ``(0, 0)``, of the largest sides,
+    sets the peak. The tests check it against a plain boolean mask."""
     N, d = plan.N, plan.d
-    r, c = block_sizes(N, plan.B_r), block_sizes(N, plan.B_c)
-    r1 = np.arange(0, N, plan.B_r) + r - 1
-    c0 = np.arange(0, N, plan.B_c)
-    visits = int(r @ np.searchsorted(c0, r1, side="right"))     # column blocks of I: a prefix
-    R, C = int(r[0]), int(c[0])
+    visits = triangle_sums(N, plan.B_r, plan.B_c).rows          # sum of r_I, (I, J) visited
+    R, C = min(plan.B_r, N), min(plan.B_c, N)
     return IOCount(reads=3 * d * N + (3 * d + 2) * visits,
                    writes=N + d * visits + 2 * N * d,
                    peak=max(4 * C * d + 3 * R * d + 2 * R + 2 * R * C, R * (2 * d + 1)))
