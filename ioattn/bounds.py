@@ -690,12 +690,13 @@ def cheapest(N: int, d: int, M: int, names=None, options=None, *,
     Algorithms that cannot run at this ``M`` are left out; ties go to the name first in sort
     order; ``None`` if none can run.
     """
+    N, d, M = _sizes(N, d, M)
     options = options or {}
     backward = _flag(backward, "backward")
     if mask is not None:                            # an array is read once, for every name
-        mask = Mask.of(mask, as_count(N, "N"))
+        mask = Mask.of(mask, N)
     best = None
-    for name in sorted(names or (BACKWARD if backward else REGISTRY)):
+    for name in _names(names, backward):
         opts = options.get(name, {})
         if M < _least_M(name, d, opts, backward):
             continue
@@ -703,6 +704,16 @@ def cheapest(N: int, d: int, M: int, names=None, options=None, *,
         if best is None or total < best[0]:
             best = (total, name)
     return best and best[1]
+
+
+def _names(names, backward: bool) -> list[str]:
+    """``names`` sorted (every algorithm when None or empty), each checked to be known."""
+    if isinstance(names, str):
+        raise TypeError(f"names must be a list of algorithm names, got the string {names!r}")
+    names = sorted(names or (BACKWARD if backward else REGISTRY))
+    for name in names:
+        get(name, backward)                         # a clear error for an unknown name
+    return names
 
 
 class Crossover(NamedTuple):
@@ -713,6 +724,14 @@ class Crossover(NamedTuple):
     after: str | None
 
 
+#: The most cache sizes :func:`crossovers` costs in one call: its range ``[M_min, M_max]``
+#: may hold at most this many integers (about a minute of work on one core).
+MAX_RANGE = 2 ** 26
+
+#: Cache sizes costed at once by :func:`crossovers` (its memory does not grow with the range).
+_SCAN_CHUNK = 1 << 17
+
+
 def crossovers(N: int, d: int, M_min: int | None = None, M_max: int | None = None,
                names=None, options=None, *, backward: bool = False,
                mask=None) -> list[Crossover]:
@@ -720,11 +739,15 @@ def crossovers(N: int, d: int, M_min: int | None = None, M_max: int | None = Non
     exact costs (of the backward passes with ``backward=True``; under ``mask`` with one).
 
     ``M_min`` defaults to the least ``M`` at which any of ``names`` runs, ``M_max`` to ``32 d^2``.
-    Every integer ``M`` of the range is costed (:func:`ioattn.api.totals` costs each algorithm
-    over the whole range at once), so nothing is sampled: a change followed by a change back is
-    listed twice. At each ``M`` the cheapest is :func:`cheapest`'s (ties to the name first in
-    sort order; algorithms that cannot run at ``M`` left out); the first algorithm becoming
-    feasible is not a crossover.
+    Every integer ``M`` of ``[M_min, M_max]`` is costed (:func:`ioattn.api.totals` costs each
+    algorithm over :data:`_SCAN_CHUNK` of them at once, so the memory does not grow with the
+    range), so nothing is sampled: a change followed by a change back is listed twice. At each
+    ``M`` the cheapest is :func:`cheapest`'s (ties to the name first in sort order; algorithms
+    that cannot run at ``M`` left out); the first algorithm becoming feasible is not a crossover.
+
+    Raises ``ValueError`` for an empty range (``M_max <= M_min``, after the defaults) and for a
+    range of more than :data:`MAX_RANGE` integers (narrow it: the cheapest changes only where
+    some algorithm's block sizes do, below ``32 d^2`` in every case the book draws).
 
     >>> outer = {"square_tiling": {"schedule": "outer"}}
     >>> [(c.M, c.after) for c in crossovers(4096, 64, 2000, 4000, options=outer)]
@@ -732,27 +755,47 @@ def crossovers(N: int, d: int, M_min: int | None = None, M_max: int | None = Non
     """
     N, d = _sizes(N, d)
     backward = _flag(backward, "backward")
-    names = sorted(names or (BACKWARD if backward else REGISTRY))
+    names = _names(names, backward)
     options = options or {}
     mask = Mask.of(mask, N)                         # an array is read once, for every name
     least = [_least_M(n, d, options.get(n, {}), backward) for n in names]
     lo = as_count(M_min, "M_min") if M_min is not None else min(least)
     hi = as_count(M_max, "M_max") if M_max is not None else 32 * d * d
-    if not lo < hi:
-        return []
-    Ms = np.arange(lo, hi + 1, dtype=np.int64)
-    rows = []
-    for name, first in zip(names, least):
-        start = min(max(first, lo) - lo, Ms.size)
-        rows.append((start, totals(name, N, d, Ms[start:], backward=backward, mask=mask,
-                                   **options.get(name, {}))))
-    huge = any(r.dtype == object for _, r in rows)
-    # an algorithm that cannot run costs more than any that can
-    never = 1 + max((int(r.max()) for _, r in rows if r.size), default=0) if huge else \
-        np.iinfo(np.int64).max
-    table = np.full((len(names), Ms.size), never, dtype=object if huge else np.int64)
-    for k, (start, r) in enumerate(rows):
-        table[k, start:] = r
-    winner = np.where((table == never).all(axis=0), -1, np.argmin(table, axis=0))
-    change = np.nonzero((winner[1:] != winner[:-1]) & (winner[:-1] >= 0))[0] + 1
-    return [Crossover(int(Ms[k]), names[winner[k - 1]], names[winner[k]]) for k in change]
+    if hi <= lo:
+        given = "M_min" if M_min is not None else f"M_min (by default the least M, {lo})"
+        raise ValueError(f"the range (M_min, M_max] = ({lo}, {hi}] is empty: M_max must exceed "
+                         f"{given}")
+    if hi - lo + 1 > MAX_RANGE:
+        raise ValueError(f"crossovers costs every M of [M_min, M_max] = [{lo}, {hi}], "
+                         f"{hi - lo + 1:,} values, more than the {MAX_RANGE:,} it costs in one "
+                         "call: narrow the range")
+    found, before = [], -1
+    for start in range(lo, hi + 1, _SCAN_CHUNK):
+        Ms = np.arange(start, min(start + _SCAN_CHUNK, hi + 1), dtype=np.int64)
+        winner = _winners(N, d, Ms, names, least, options, backward, mask)
+        if start == lo:                             # M_min itself is only the reference
+            before = winner[0]
+        w = np.concatenate(([before], winner))
+        for k in np.nonzero((w[1:] != w[:-1]) & (w[:-1] >= 0))[0].tolist():
+            found.append(Crossover(int(Ms[k]), names[w[k]], names[w[k + 1]]))
+        before = winner[-1]
+    return found
+
+
+def _winners(N, d, Ms, names, least, options, backward, mask) -> np.ndarray:
+    """For each ``M`` of ``Ms``, the index in ``names`` of the cheapest algorithm that runs
+    (the first in ``names`` on a tie), ``-1`` where none runs."""
+    winner = np.full(Ms.size, -1, dtype=np.int64)
+    best = np.zeros(Ms.size, dtype=object)
+    for k, (name, first) in enumerate(zip(names, least)):
+        start = int(np.searchsorted(Ms, first))     # the first M at which it runs
+        if start == Ms.size:
+            continue
+        cost = totals(name, N, d, Ms[start:], backward=backward, mask=mask,
+                      **options.get(name, {}))
+        if k == 0 or best.dtype != cost.dtype:
+            best = best.astype(cost.dtype)
+        taken = (winner[start:] < 0) | (cost < best[start:])
+        winner[start:][taken] = k
+        best[start:][taken] = cost[taken]
+    return winner

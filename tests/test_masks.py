@@ -90,6 +90,15 @@ def test_block_sparse_density():
     assert not masks.block_sparse(40, 5, 0.0).any() and masks.block_sparse(40, 5, 1.0).all()
     with pytest.raises(ValueError, match="density must lie in"):
         masks.block_sparse(40, 5, 1.5)
+    for bad in ("0.5", None, True, [0.5]):           # not a number: a clear TypeError
+        with pytest.raises(TypeError, match="density must be a number in"):
+            masks.block_sparse(16, 4, density=bad)
+        with pytest.raises(TypeError, match="density must be a number in"):
+            Mask.block_sparse(16, 4, bad)
+    with pytest.raises(ValueError, match="density must lie in"):
+        masks.block_sparse(16, 4, float("nan"))
+    assert np.array_equal(masks.block_sparse(16, 4, np.float32(0.5)),
+                          masks.block_sparse(16, 4, 0.5))
 
 
 @pytest.mark.parametrize("bad, message", [
@@ -497,3 +506,72 @@ def test_structured_causal_mask_costs_equal_the_array_mask(backward):
         name, opts = variants[rng.integers(len(variants))]
         M = least_M(name, d, opts, backward) + int(rng.integers(0, 20 * d * d + 50))
         _causal_costs_agree(name, N, d, M, backward, opts)
+
+
+def test_mask_flags_must_be_booleans():
+    with pytest.raises(TypeError, match="lower must be True or False, got 'no'"):
+        Mask.causal(8, lower="no")
+    with pytest.raises(TypeError, match="lower must be True or False"):
+        Mask.causal(8, lower=0)
+    with pytest.raises(TypeError, match="structured must be True or False"):
+        Mask(masks.causal(8), structured="no")
+    assert Mask.causal(8, lower=np.bool_(False)) == Mask.causal(8).T
+
+
+@settings(max_examples=300)
+@given(N=st.integers(1, 60), b_r=st.integers(1, 70), b_c=st.integers(1, 70), lower=st.booleans())
+def test_triangle_sums_are_the_sums_over_the_blocks(N, b_r, b_c, lower):
+    """The closed forms of :func:`masks.triangle_sums` against the blocks of the plain array."""
+    a = np.tri(N, dtype=bool)
+    blocks = Mask(a if lower else a.T.copy(), structured=False).blocks(b_r, b_c)
+    act, r, c = blocks.nonempty, blocks.rows, blocks.cols
+    want = (int(act.sum()), int(r @ act.sum(axis=1)), int(act.sum(axis=0) @ c), int(r @ act @ c))
+    assert tuple(masks.triangle_sums(N, b_r, b_c, lower)) == want
+
+
+@given(n=st.integers(0, 200), m=st.integers(1, 10 ** 6), a=st.integers(0, 10 ** 6),
+       b=st.integers(0, 10 ** 6))
+def test_floor_sum_is_the_sum(n, m, a, b):
+    assert masks.floor_sum(n, m, a, b) == sum((a * i + b) // m for i in range(n))
+
+
+def _peak_bytes(f):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        result = f()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_causal_costs_at_N_1e9_allocate_nothing_that_grows_with_N():
+    """``Mask.causal(10**9)`` and every algorithm's exact cost under it, forward and backward,
+    at small and large M, allocate a few KiB (an array of N entries would be 1 GB, of the
+    blocks at B_r = 1 as many), and give Python ints; the causal FA2 count is also the sum over
+    block rows written out in Python ints."""
+    N, d = 10 ** 9, 64
+    cases = [(b, name, opts) for b, variants in ((False, VARIANTS), (True, BACKWARD_VARIANTS))
+             for name, opts in variants]
+
+    def cost_all():
+        mask = Mask.causal(N)
+        out = []
+        for backward, name, opts in cases:
+            for M in (least_M(name, d, opts, backward), 5000, 10 ** 7):
+                out.append(ioattn.io_cost(name, N, d, M, backward=backward, mask=mask, **opts))
+        return out, mask
+
+    (counts, mask), peak = _peak_bytes(cost_all)
+    assert peak < 200_000, peak
+    assert all(type(c.reads) is int and type(c.writes) is int for c in counts)
+    assert mask.density == (N + 1) / (2 * N) and mask.T.triangle == "upper"
+    assert mask == Mask.causal(N) and hash(mask) == hash(Mask.causal(N))
+    # FA2 at M = 10^7: N d reads of Q, and K_J, V_J read once for every block row reaching J
+    p = ioattn.plan("flash", N, d, 10 ** 7)
+    widths = 0
+    for i0 in range(0, N, p.B_r):
+        last_query = min(i0 + p.B_r, N) - 1
+        widths += min((last_query // p.B_c + 1) * p.B_c, N)     # the keys it reads
+    assert ioattn.io_cost("flash", N, d, 10 ** 7, mask=mask).reads == N * d + 2 * d * widths

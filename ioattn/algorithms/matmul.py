@@ -119,10 +119,14 @@ def _best_tile(m, n, M, extra_per_row):
     shape = b.shape
     b_r, b_c, ok = (np.stack([np.broadcast_to(t[k], shape) for t in candidates]) for k in range(3))
     ok = ok & (b >= 1)
-    keys = (m * ceil_div(n, np.maximum(b_c, 1)) + n * ceil_div(m, np.maximum(b_r, 1)),
+    # the I/O key is at most 2 m n: in Python ints where that could pass int64
+    most = np.iinfo(np.int64).max
+    wide = 2 * m * n >= most
+    r_, c_ = (b_r.astype(object), b_c.astype(object)) if wide else (b_r, b_c)
+    keys = (m * ceil_div(n, np.maximum(c_, 1)) + n * ceil_div(m, np.maximum(r_, 1)),
             -b_r * b_c, b_r, b_c)
-    for key in keys:                                    # lexicographic least, one key at a time
-        key = np.where(ok, key, np.iinfo(np.int64).max)
+    for k, key in enumerate(keys):                      # lexicographic least, one key at a time
+        key = np.where(ok, key, 2 * m * n + 1 if k == 0 and wide else most)
         ok &= key == key.min(axis=0)
     pick = np.argmax(ok, axis=0)[None]
     fits = b >= 1
