@@ -169,8 +169,9 @@ The crossover
 lists **every** integer ``M`` in a range where that changes. Costs are step functions of ``M``
 and the winner can change back (at ``N = 4096, d = 64``, outer schedule, FlashAttention is
 cheapest from ``M = 3032``, square tiling again on ``[3078, 3163]``), so the whole range is
-scanned: each algorithm's plan is computed for every ``M`` at once from its block-size rule on
-arrays (:func:`ioattn.api.totals`), which is the rule :func:`ioattn.plan` applies to one ``M``.
+scanned: each algorithm's plan is computed for every ``M`` of a piece of the range at once from
+its block-size rule on arrays (:func:`ioattn.api.totals`), which is the rule :func:`ioattn.plan`
+applies to one ``M``; a range of more than ``MAX_RANGE`` values is refused.
 
 References
 ----------
@@ -745,8 +746,9 @@ def crossovers(N: int, d: int, M_min: int | None = None, M_max: int | None = Non
     ``M`` the cheapest is :func:`cheapest`'s (ties to the name first in sort order; algorithms
     that cannot run at ``M`` left out); the first algorithm becoming feasible is not a crossover.
 
-    Raises ``ValueError`` for an empty range (``M_max <= M_min``, after the defaults) and for a
-    range of more than :data:`MAX_RANGE` integers (narrow it: the cheapest changes only where
+    Raises ``ValueError`` for an empty range (``M_max < M_min``, after the defaults; at
+    ``M_max = M_min`` nothing can change and the list is empty) and for a range of more than
+    :data:`MAX_RANGE` integers (narrow it: the cheapest changes only where
     some algorithm's block sizes do, below ``32 d^2`` in every case the book draws).
 
     >>> outer = {"square_tiling": {"schedule": "outer"}}
@@ -761,10 +763,10 @@ def crossovers(N: int, d: int, M_min: int | None = None, M_max: int | None = Non
     least = [_least_M(n, d, options.get(n, {}), backward) for n in names]
     lo = as_count(M_min, "M_min") if M_min is not None else min(least)
     hi = as_count(M_max, "M_max") if M_max is not None else 32 * d * d
-    if hi <= lo:
+    if hi < lo:
         given = "M_min" if M_min is not None else f"M_min (by default the least M, {lo})"
-        raise ValueError(f"the range (M_min, M_max] = ({lo}, {hi}] is empty: M_max must exceed "
-                         f"{given}")
+        raise ValueError(f"the range [M_min, M_max] = [{lo}, {hi}] is empty: M_max must be at "
+                         f"least {given}")
     if hi - lo + 1 > MAX_RANGE:
         raise ValueError(f"crossovers costs every M of [M_min, M_max] = [{lo}, {hi}], "
                          f"{hi - lo + 1:,} values, more than the {MAX_RANGE:,} it costs in one "

@@ -195,12 +195,13 @@ def test_crossovers_list_the_flip_backs():
 
 
 def test_crossovers_arguments():
-    for lo, hi in [(100, 100), (9000, 100)]:                 # (M_min, M_max] empty
-        with pytest.raises(ValueError, match=rf"\({lo}, {hi}\] is empty: M_max must exceed "
+    assert bounds.crossovers(64, 8, 100, 100) == []             # one M: nothing changes
+    for lo, hi in [(101, 100), (9000, 100)]:
+        with pytest.raises(ValueError, match=rf"\[{lo}, {hi}\] is empty: M_max must be at least "
                                              "M_min"):
             bounds.crossovers(64, 8, lo, hi)
-    with pytest.raises(ValueError, match="is empty: M_max must exceed M_min .by default the "
-                                         "least M, 260"):
+    with pytest.raises(ValueError, match="is empty: M_max must be at least M_min .by default "
+                                         "the least M, 260"):
         bounds.crossovers(1024, 64, M_max=100, names=["flash"])
     with pytest.raises(ValueError, match="more than the 67,108,864 it costs in one call"):
         bounds.crossovers(1024, 64, M_max=10 ** 12)

@@ -38,7 +38,7 @@ from typing import Callable, ClassVar
 import numpy as np
 
 from .._validate import as_count, as_matrix
-from ..masks import triangle_sums
+from ..masks import band_sums
 from ..memory import IOCount, SlowArray, TwoLevelMemory
 from .base import ceil_div, imax, imin, isqrt
 
@@ -211,8 +211,8 @@ def product_io(plan: MatmulPlan, *, c_mask=None, a_mask=None, stats: int = 0
     ``C`` is computed but only the nonempty ``b_r x L`` strips ``(I, Λ)`` of ``A`` are read, each
     once per tile of its row block with its strip of ``B``: ``w_Λ (ceil(n / b_c) r_I + n)``
     reads. The peak is the largest working set the mask lets occur. A sum over blocks, no
-    simulation; under the causal mask (or its transpose, :attr:`~ioattn.masks.Mask.triangle`)
-    a sum over one block row or column (:func:`_triangle_product_io`).
+    simulation; under a band (the causal mask, a sliding window, their transposes:
+    :attr:`~ioattn.masks.Mask.band`) a closed form (:func:`_band_product_io`).
     """
     memo = _REMEMBERED.get()
     if memo is None or (c_mask is None and a_mask is None):
@@ -232,10 +232,8 @@ def _product_io(plan: MatmulPlan, *, c_mask=None, a_mask=None, stats: int = 0
     m, k, n = plan.m, plan.k, plan.n
     if c_mask is None and a_mask is None:
         return plan.reads, plan.writes, plan.footprint + stats * imin(plan.b_r, m)
-    if (c_mask is not None and c_mask.triangle == "lower") or (
-            c_mask is None and a_mask.triangle is not None):
-        return _triangle_product_io(plan, c_mask is not None,
-                                    None if a_mask is None else a_mask.triangle, stats)
+    if (c_mask if c_mask is not None else a_mask).band is not None:
+        return _band_product_io(plan, c_mask, a_mask, stats)
     if c_mask is not None:
         blocks = c_mask.blocks(plan.b_r, plan.b_c)
         act, r, c = blocks.nonempty, blocks.rows, blocks.cols
@@ -255,14 +253,13 @@ def _product_io(plan: MatmulPlan, *, c_mask=None, a_mask=None, stats: int = 0
     return reads, m * n, peak
 
 
-def _triangle_product_io(plan: MatmulPlan, c_mask: bool, a_mask: str | None, stats: int
-                         ) -> tuple[int, int, int]:
-    """:func:`product_io` under the causal mask, in closed form from the block sizes
-    (:func:`~ioattn.masks.triangle_sums`: Python ints, no array, any size): ``c_mask=True``,
-    the causal mask on ``C``; else ``a_mask`` is ``"lower"`` (the causal mask) or ``"upper"``
-    (its transpose), the mask on ``A``. Under the lower mask tile ``(I, J)`` is nonempty iff
-    ``c0_J <= r1_I``, under the upper iff ``c1_J >= r0_I``: every block row and column has a
-    nonempty block, and block ``(0, 0)``, of the largest sides, is nonempty in both.
+def _band_product_io(plan: MatmulPlan, c_mask, a_mask, stats: int) -> tuple[int, int, int]:
+    """:func:`product_io` under a band mask (:attr:`~ioattn.masks.Mask.band`: the causal mask,
+    a sliding window, their transposes) on ``C`` (``c_mask``) or on ``A`` (``a_mask``), in
+    closed form from the block sizes (:func:`~ioattn.masks.band_sums`: Python ints, no array,
+    any size). A band holds the diagonal, so block ``(0, 0)``, of the largest sides, is
+    nonempty (on ``A``: block row 0, of the most rows, reads the first strip, of the most
+    columns).
 
     ``c_mask``: each nonempty tile reads ``k (r_I + c_J)`` and writes ``r_I c_J``. ``a_mask``:
     each nonempty strip ``(I, Λ)`` is read with its strip of ``B`` once per tile of its row
@@ -270,12 +267,12 @@ def _triangle_product_io(plan: MatmulPlan, c_mask: bool, a_mask: str | None, sta
     ``min(L, k)`` columns, and block row 0 has the most rows, so it sets the peak. The tests
     check it against a plain boolean mask."""
     m, k, n = plan.m, plan.k, plan.n
-    if c_mask:
-        t = triangle_sums(m, plan.b_r, plan.b_c)
+    if c_mask is not None:
+        t = band_sums(m, plan.b_r, plan.b_c, *c_mask.band)
         w = min(plan.L, k)
         R, C = min(plan.b_r, m), min(plan.b_c, n)
         return k * (t.rows + t.cols), t.entries, max(stats * R, (stats + C + w) * R + w * C)
-    t = triangle_sums(m, plan.b_r, plan.L, a_mask == "lower")
+    t = band_sums(m, plan.b_r, plan.L, *a_mask.band)
     reads = ceil_div(n, plan.b_c) * t.entries + n * t.cols
     R, C, w = min(plan.b_r, m), min(plan.b_c, n), min(plan.L, k)
     return reads, m * n, (stats + C + w) * R + w * C
