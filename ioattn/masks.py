@@ -680,7 +680,7 @@ def band_sums(N: int, b_r: int, b_c: int, a: int, b: int) -> BandSums:
     block row has ``N - (T_r - 1) b_r`` rows and ``hi = T_c - 1``. The tests compare every sum
     with the blocks of the boolean array.
 
-    >>> band_sums(5, 2, 2, 4, 0)    # causal: blocks (0, 0); (1, 0), (1, 1); (2, 0..2), sides 2, 2, 1
+    >>> band_sums(5, 2, 2, 4, 0)    # causal: (0, 0); (1, 0), (1, 1); (2, 0..2), sides 2, 2, 1
     BandSums(blocks=6, rows=9, cols=11, entries=17)
     """
     T_r, T_c = -(-N // b_r), -(-N // b_c)

@@ -329,3 +329,19 @@ def test_totals_with_an_explicit_block(backward, options):
         got = ioattn.totals("flash", 20, 4, Ms, backward=backward, **options, **extra)
         assert got.tolist() == [_cost("flash", 20, 4, int(M), backward, options, **extra)
                                 for M in Ms]
+
+
+def test_crossovers_memory_does_not_grow_with_the_range():
+    """The range is costed a piece at a time: eight times the values, about the same peak."""
+    import tracemalloc
+
+    def peak(hi):
+        tracemalloc.start()
+        try:
+            found = bounds.crossovers(4096, 64, 3, hi, names=["flash", "standard"])
+            return found, tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    (small, a), (large, b) = peak(1 << 18), peak(1 << 21)
+    assert large[:len(small)] == small and b < 1.5 * a, (a, b)

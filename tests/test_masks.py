@@ -593,9 +593,9 @@ def _peak_bytes(f):
 
 def test_causal_costs_at_N_1e9_allocate_nothing_that_grows_with_N():
     """``Mask.causal(10**9)`` and every algorithm's exact cost under it, forward and backward,
-    at small and large M, allocate a few KiB (and so do a sliding window and its transpose) (an array of N entries would be 1 GB, of the
-    blocks at B_r = 1 as many), and give Python ints; the causal FA2 count is also the sum over
-    block rows written out in Python ints."""
+    at small and large M, allocate a few KiB, and so do a sliding window and its transpose (an
+    array of N entries would be 1 GB, of the blocks at B_r = 1 as many), and give Python ints;
+    the causal FA2 count is also the sum over block rows written out in Python ints."""
     N, d = 10 ** 9, 64
     cases = [(b, name, opts) for b, variants in ((False, VARIANTS), (True, BACKWARD_VARIANTS))
              for name, opts in variants]

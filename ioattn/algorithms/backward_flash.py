@@ -171,9 +171,10 @@ def _band_cost(plan: FlashBackwardPlan) -> IOCount:
     a sliding window, their transposes), in closed form from the block sizes
     (:func:`~ioattn.masks.band_sums`: Python ints, no array, any ``N``). A band holds the
     diagonal, so every block row and column is visited, the count needs only the sum of ``r_I``
-    over visited blocks, and block ``(0, 0)``, of the largest sides, sets the peak. The tests check it against a plain boolean mask."""
+    over visited blocks, and block ``(0, 0)``, of the largest sides, sets the peak. The tests
+    check it against a plain boolean mask."""
     N, d = plan.N, plan.d
-    visits = band_sums(N, plan.B_r, plan.B_c, *plan.mask.band).rows         # sum of r_I, (I, J) visited
+    visits = band_sums(N, plan.B_r, plan.B_c, *plan.mask.band).rows   # sum of r_I, (I, J) visited
     R, C = min(plan.B_r, N), min(plan.B_c, N)
     return IOCount(reads=3 * d * N + (3 * d + 2) * visits,
                    writes=N + d * visits + 2 * N * d,

@@ -206,9 +206,9 @@ def _band_cost(plan: FlashPlan, lse: int) -> IOCount:
     a sliding window, their transposes), in closed form from the block sizes
     (:func:`~ioattn.masks.band_sums`: Python ints, no array, any ``N``). A band holds the
     diagonal, so every block row and column is visited, and block ``(0, 0)``, of the largest
-    sides, is visited and sets the peak. FA2 reads ``Q`` once and ``K_J, V_J`` once per visit (the sum of
-    ``c_J``); FA1 reads ``K, V`` once and moves ``Q_I, O_I, l_I, m_I`` once per visit (the sum
-    of ``r_I``). The tests check both against a plain boolean mask."""
+    sides, is visited and sets the peak. FA2 reads ``Q`` once and ``K_J, V_J`` once per visit
+    (the sum of ``c_J``); FA1 reads ``K, V`` once and moves ``Q_I, O_I, l_I, m_I`` once per
+    visit (the sum of ``r_I``). The tests check both against a plain boolean mask."""
     N, d = plan.N, plan.d
     sums = band_sums(N, plan.B_r, plan.B_c, *plan.mask.band)
     R, C = min(plan.B_r, N), min(plan.B_c, N)
