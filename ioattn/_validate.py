@@ -49,9 +49,10 @@ def as_scale(scale, d: int) -> float:
 
 
 def as_flag(value, name: str) -> bool:
-    """``value`` if it is a real ``bool`` (NumPy's too); TypeError otherwise (``"yes"``, 1)."""
+    """``value`` as a Python bool: a TypeError unless it is ``True`` or ``False`` (a NumPy
+    boolean counts), never the truth value of something else (``"no"`` is not False)."""
     if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
+        raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
     return bool(value)
 
 

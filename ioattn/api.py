@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields, is_dataclass, replace
 
 import numpy as np
 
-from ._validate import as_count, as_matrix, as_scale
+from ._validate import as_count, as_flag, as_matrix, as_scale
 from .algorithms import BACKWARD, REGISTRY, get
 from .algorithms.base import Plan
 from .algorithms.matmul import remembered_products
@@ -61,7 +61,7 @@ class BackwardResult:
 
 def algorithms(backward: bool = False) -> list[str]:
     """Names of the registered attention algorithms (their backward passes with ``backward``)."""
-    return sorted(BACKWARD if backward else REGISTRY)
+    return sorted(BACKWARD if as_flag(backward, "backward") else REGISTRY)
 
 
 def plan(name: str, N: int, d: int, M: int, *, backward: bool = False, **options) -> Plan:
@@ -72,7 +72,7 @@ def plan(name: str, N: int, d: int, M: int, *, backward: bool = False, **options
     not change the block sizes. Raises ``ValueError`` naming the smallest feasible ``M`` when
     ``M`` is below it.
     """
-    algo = get(name, backward)
+    algo = get(name, as_flag(backward, "backward"))
     return algo.plan(as_count(N, "N"), as_count(d, "d"), as_count(M, "M"), **options)
 
 
@@ -87,6 +87,7 @@ def min_M(name: str, d: int, *, backward: bool = False, **options) -> int:
     >>> ioattn.min_M("flash", 64), ioattn.min_M("flash", 64, backward=True)
     (260, 452)
     """
+    backward = as_flag(backward, "backward")
     algo = get(name, backward)
     for ignored in ("scale", "mask") if backward else ("scale", "mask", "save_lse"):
         options.pop(ignored, None)
@@ -119,11 +120,12 @@ def io_cost(name: str, N: int, d: int, M: int, *, backward: bool = False,
     IOCount
     """
     options.pop("scale", None)
-    algo = get(name, backward)
+    algo = get(name, as_flag(backward, "backward"))
     return algo.cost(algo.plan(as_count(N, "N"), as_count(d, "d"), as_count(M, "M"), **options))
 
 
-# Costs of many M at once stay in int64 while N^2 max(N, d) does; beyond, one M at a time.
+# Costs of many M at once stay in int64 while N^2 max(N, d) does; beyond, the plans (block sizes,
+# at most M) are still made in int64 and the costs from them in Python ints (object arrays).
 _INT64_SAFE = 2 ** 58
 _CHUNK = 1 << 16
 
@@ -136,6 +138,10 @@ def totals(name: str, N: int, d: int, Ms, *, backward: bool = False, **options) 
     cost every integer ``M`` of a range: the algorithm's block-size rule and its dense closed form
     are written once and applied to the whole array of ``M`` at once. With a ``mask`` the closed
     form is a sum over the mask's blocks, evaluated once for each distinct set of block sizes.
+    Where a count could pass 64 bits (``N^2 max(N, d) >= 2^58``), the block sizes are still
+    found for the whole array in ``int64`` (they are at most ``M``) and the closed forms are
+    applied to them as Python ints, elementwise: exact at any ``N``, at NumPy's speed for
+    object arrays.
 
     Parameters
     ----------
@@ -164,7 +170,7 @@ def totals(name: str, N: int, d: int, Ms, *, backward: bool = False, **options) 
     """
     options.pop("scale", None)
     N, d = as_count(N, "N"), as_count(d, "d")
-    algo = get(name, backward)
+    algo = get(name, as_flag(backward, "backward"))
     Ms = np.asarray(Ms)
     if Ms.ndim != 1 or (Ms.size and not np.issubdtype(Ms.dtype, np.integer)):
         raise TypeError(f"Ms must be a 1-D array of integers, got shape {Ms.shape} and dtype "
@@ -180,29 +186,29 @@ def totals(name: str, N: int, d: int, Ms, *, backward: bool = False, **options) 
     least = int(Ms.min())
     if least < algo.min_M(d, **opts):
         algo.plan(N, d, as_count(least, "M"), **options)      # raises, naming the least M
-    if N * N * max(N, d) >= _INT64_SAFE:
-        return np.array([algo.cost(algo.plan(N, d, int(M), **options)).total for M in Ms],
-                        dtype=object)
-    out = np.empty(Ms.shape, dtype=np.int64)
+    huge = N * N * max(N, d) >= _INT64_SAFE
+    out = np.empty(Ms.shape, dtype=object if huge else np.int64)
     with remembered_products():
-        _fill(out, algo, N, d, Ms, opts, first)
+        _fill(out, algo, N, d, Ms, opts, first, huge)
     return out
 
 
-def _fill(out, algo, N, d, Ms, opts, first) -> None:
-    """:func:`totals`' loop over chunks of ``Ms``."""
+def _fill(out, algo, N, d, Ms, opts, first, huge) -> None:
+    """:func:`totals`' loop over chunks of ``Ms`` (``huge``: costs in Python ints)."""
     known: dict = {}                  # masked totals by plan, across chunks
     for start in range(0, Ms.size, _CHUNK):
         chunk = Ms[start:start + _CHUNK].astype(np.int64)
         p = algo.make_plan(N, d, chunk, **opts)
         if first.mask is None or not algo.mask_changes_cost:
+            if huge:
+                p = _as_objects(p)
             out[start:start + chunk.size] = algo.cost(replace(p, save_lse=first.save_lse)).total
             continue
         # a masked cost is a sum over blocks: once per distinct plan (M itself plays no part).
         # Plans come in runs of equal ones as M grows: cost the first of each run.
         keys = np.stack([np.broadcast_to(v, chunk.shape) for v in _plan_leaves(p)])
         starts = np.flatnonzero(np.concatenate(([True], (keys[:, 1:] != keys[:, :-1]).any(0))))
-        values = np.empty(starts.size, dtype=np.int64)
+        values = np.empty(starts.size, dtype=out.dtype)
         for u, i in enumerate(starts.tolist()):
             key = tuple(keys[:, i].tolist())
             if key not in known:
@@ -210,6 +216,21 @@ def _fill(out, algo, N, d, Ms, opts, first) -> None:
                 known[key] = algo.cost(one).total
             values[u] = known[key]
         out[start:start + chunk.size] = np.repeat(values, np.diff(np.append(starts, chunk.size)))
+
+
+def _as_objects(plan):
+    """A plan computed for an array of ``M`` with every integer array (and NumPy integer) field
+    turned into Python ints (an object array), so that the closed forms applied to it are
+    exact: a copy, as :func:`_plan_at` makes."""
+    out = copy.copy(plan)
+    for name, value in vars(out).items():
+        if is_dataclass(value):
+            vars(out)[name] = _as_objects(value)
+        elif isinstance(value, np.ndarray) and value.dtype != bool:
+            vars(out)[name] = value.astype(object)
+        elif isinstance(value, np.integer):
+            vars(out)[name] = int(value)
+    return out
 
 
 def _own_options(options: dict) -> dict:

@@ -170,8 +170,9 @@ The crossover
 lists **every** integer ``M`` in a range where that changes. Costs are step functions of ``M``
 and the winner can change back (at ``N = 4096, d = 64``, outer schedule, FlashAttention is
 cheapest from ``M = 3032``, square tiling again on ``[3078, 3163]``), so the whole range is
-scanned: each algorithm's plan is computed for every ``M`` at once from its block-size rule on
-arrays (:func:`ioattn.api.totals`), which is the rule :func:`ioattn.plan` applies to one ``M``.
+scanned: each algorithm's plan is computed for every ``M`` of a piece of the range at once from
+its block-size rule on arrays (:func:`ioattn.api.totals`), which is the rule :func:`ioattn.plan`
+applies to one ``M``; a range of more than ``MAX_RANGE`` values is refused.
 
 References
 ----------
@@ -199,7 +200,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._validate import as_count
+from ._validate import as_count, as_flag
 from .algorithms import get
 from .algorithms.base import BACKWARD, REGISTRY, ceil_div
 from .api import io_cost, plan, totals
@@ -222,12 +223,6 @@ EXTRA_PEBBLES = 2
 def _sizes(N, d, M=None):
     out = as_count(N, "N"), as_count(d, "d")
     return out if M is None else (*out, as_count(M, "M"))
-
-
-def _flag(value, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
-    return value
 
 
 def _Z(N: int, Z) -> int:
@@ -280,7 +275,7 @@ def trivial_lower(N: int, d: int, *, backward: bool = False, given_D: bool = Fal
     ``7 N d + 2 N``.
     """
     N, d = _sizes(N, d)
-    if _flag(given_D, "given_D") and not _flag(backward, "backward"):
+    if as_flag(given_D, "given_D") and not as_flag(backward, "backward"):
         raise ValueError("given_D concerns the backward pass: pass backward=True")
     if not backward:
         return 4 * N * d
@@ -299,7 +294,7 @@ def partition_lower(N: int, d: int, M: int, *, backward: bool = False) -> int:
     ``N^2 d^2 / (5M)`` for ``M >= d^2`` (``2 N^2 d^2 / (5M)`` backward).
     """
     N, d, M = _sizes(N, d, M)
-    return _partition((2 if _flag(backward, "backward") else 1) * N * N, d, M)
+    return _partition((2 if as_flag(backward, "backward") else 1) * N * N, d, M)
 
 
 def reduction_lower(N: int, d: int, M: int, *, backward: bool = False) -> int:
@@ -314,7 +309,7 @@ def reduction_lower(N: int, d: int, M: int, *, backward: bool = False) -> int:
     (vacuous) near and above ``d^2``.
     """
     N, d, M = _sizes(N, d, M)
-    return _reduction((2 if _flag(backward, "backward") else 1) * N * N, d, M)
+    return _reduction((2 if as_flag(backward, "backward") else 1) * N * N, d, M)
 
 
 def any_matmul_lower(N: int, d: int, M: int) -> int:
@@ -377,11 +372,11 @@ def lower_bound(N: int, d: int, M: int, matmul: str = "standard", *,
     True
     """
     _check_matmul(matmul)
-    backward = _flag(backward, "backward")
+    backward = as_flag(backward, "backward")
     trivial = trivial_lower(N, d, backward=backward)
     if matmul == "any":
         return max(trivial, any_matmul_lower(N, d, M))
-    pebbles = _sizes(N, d, M)[2] + (EXTRA_PEBBLES if _flag(program, "program") else 0)
+    pebbles = _sizes(N, d, M)[2] + (EXTRA_PEBBLES if as_flag(program, "program") else 0)
     return max(trivial, partition_lower(N, d, pebbles, backward=backward),
                reduction_lower(N, d, pebbles, backward=backward))
 
@@ -457,7 +452,7 @@ def sparse_trivial_lower(N: int, d: int, Z: int, *, backward: bool = False,
     """
     N, d = _sizes(N, d)
     Z = _Z(N, Z)
-    if _flag(given_D, "given_D") and not _flag(backward, "backward"):
+    if as_flag(given_D, "given_D") and not as_flag(backward, "backward"):
         raise ValueError("given_D concerns the backward pass: pass backward=True")
     if not backward:
         return N * d + _rows(d, 2 * d, N, Z)
@@ -481,7 +476,7 @@ def sparse_partition_lower(N: int, d: int, M: int, Z: int, *, backward: bool = F
     """
     N, d, M = _sizes(N, d, M)
     Z = _Z(N, Z)
-    return _partition((2 if _flag(backward, "backward") else 1) * Z, d, M)
+    return _partition((2 if as_flag(backward, "backward") else 1) * Z, d, M)
 
 
 def sparse_reduction_lower(N: int, d: int, M: int, Z: int, *, backward: bool = False) -> int:
@@ -502,7 +497,7 @@ def sparse_reduction_lower(N: int, d: int, M: int, Z: int, *, backward: bool = F
     """
     N, d, M = _sizes(N, d, M)
     Z = _Z(N, Z)
-    return _reduction((2 if _flag(backward, "backward") else 1) * Z, d, M)
+    return _reduction((2 if as_flag(backward, "backward") else 1) * Z, d, M)
 
 
 def sparse_lower(N: int, d: int, M: int, Z: int, *, backward: bool = False,
@@ -514,7 +509,7 @@ def sparse_lower(N: int, d: int, M: int, Z: int, *, backward: bool = False,
 
     A bound on games with ``M`` red pebbles; with ``program=True``, on programs with an
     ``M``-entry cache (the game bounds at ``M + EXTRA_PEBBLES``, see :func:`lower_bound`)."""
-    pebbles = _sizes(N, d, M)[2] + (EXTRA_PEBBLES if _flag(program, "program") else 0)
+    pebbles = _sizes(N, d, M)[2] + (EXTRA_PEBBLES if as_flag(program, "program") else 0)
     return max(sparse_trivial_lower(N, d, Z, backward=backward),
                sparse_partition_lower(N, d, pebbles, Z, backward=backward),
                sparse_reduction_lower(N, d, pebbles, Z, backward=backward))
@@ -603,7 +598,7 @@ def upper_bound(name: str, N: int, d: int, M: int, *, backward: bool = False, **
     ``save_lse=True`` (they cover dense attention that does not save ``L``).
     """
     N, d, M = _sizes(N, d, M)
-    backward = _flag(backward, "backward")
+    backward = as_flag(backward, "backward")
     if options.get("block") is not None:
         raise ValueError("upper_bound covers the default block rules, not an explicit block")
     if options.get("mask") is not None or options.get("save_lse"):
@@ -670,7 +665,7 @@ def order(N: int, d: int, M: int, *, backward: bool = False) -> float:
     (139544, 0.26)
     """
     N, d, M = _sizes(N, d, M)
-    if _flag(backward, "backward"):
+    if as_flag(backward, "backward"):
         if N < d:
             raise ValueError(
                 f"order(backward=True) is stated for N >= d only, got N = {N} < d = {d}: for "
@@ -692,7 +687,7 @@ def regime(d: int, M: int, *, backward: bool = False) -> str:
     >>> regime(64, 4096), regime(64, 4095), regime(2, 4)
     ('large', 'small', 'large')
     """
-    _flag(backward, "backward")
+    as_flag(backward, "backward")
     return "large" if as_count(M, "M") >= as_count(d, "d") ** 2 else "small"
 
 
@@ -712,12 +707,13 @@ def cheapest(N: int, d: int, M: int, names=None, options=None, *,
     Algorithms that cannot run at this ``M`` are left out; ties go to the name first in sort
     order; ``None`` if none can run.
     """
+    N, d, M = _sizes(N, d, M)
     options = options or {}
-    backward = _flag(backward, "backward")
+    backward = as_flag(backward, "backward")
     if mask is not None:                            # an array is read once, for every name
-        mask = Mask.of(mask, as_count(N, "N"))
+        mask = Mask.of(mask, N)
     best = None
-    for name in sorted(names or (BACKWARD if backward else REGISTRY)):
+    for name in _names(names, backward):
         opts = options.get(name, {})
         if M < _least_M(name, d, opts, backward):
             continue
@@ -725,6 +721,16 @@ def cheapest(N: int, d: int, M: int, names=None, options=None, *,
         if best is None or total < best[0]:
             best = (total, name)
     return best and best[1]
+
+
+def _names(names, backward: bool) -> list[str]:
+    """``names`` sorted (every algorithm when None or empty), each checked to be known."""
+    if isinstance(names, str):
+        raise TypeError(f"names must be a list of algorithm names, got the string {names!r}")
+    names = sorted(names or (BACKWARD if backward else REGISTRY))
+    for name in names:
+        get(name, backward)                         # a clear error for an unknown name
+    return names
 
 
 class Crossover(NamedTuple):
@@ -735,6 +741,14 @@ class Crossover(NamedTuple):
     after: str | None
 
 
+#: The most cache sizes :func:`crossovers` costs in one call: its range ``[M_min, M_max]``
+#: may hold at most this many integers (about a minute of work on one core).
+MAX_RANGE = 2 ** 26
+
+#: Cache sizes costed at once by :func:`crossovers` (its memory does not grow with the range).
+_SCAN_CHUNK = 1 << 17
+
+
 def crossovers(N: int, d: int, M_min: int | None = None, M_max: int | None = None,
                names=None, options=None, *, backward: bool = False,
                mask=None) -> list[Crossover]:
@@ -742,39 +756,64 @@ def crossovers(N: int, d: int, M_min: int | None = None, M_max: int | None = Non
     exact costs (of the backward passes with ``backward=True``; under ``mask`` with one).
 
     ``M_min`` defaults to the least ``M`` at which any of ``names`` runs, ``M_max`` to ``32 d^2``.
-    Every integer ``M`` of the range is costed (:func:`ioattn.api.totals` costs each algorithm
-    over the whole range at once), so nothing is sampled: a change followed by a change back is
-    listed twice. At each ``M`` the cheapest is :func:`cheapest`'s (ties to the name first in
-    sort order; algorithms that cannot run at ``M`` left out); the first algorithm becoming
-    feasible is not a crossover.
+    Every integer ``M`` of ``[M_min, M_max]`` is costed (:func:`ioattn.api.totals` costs each
+    algorithm over :data:`_SCAN_CHUNK` of them at once, so the memory does not grow with the
+    range), so nothing is sampled: a change followed by a change back is listed twice. At each
+    ``M`` the cheapest is :func:`cheapest`'s (ties to the name first in sort order; algorithms
+    that cannot run at ``M`` left out); the first algorithm becoming feasible is not a crossover.
+
+    Raises ``ValueError`` for an empty range (``M_max < M_min``, after the defaults; at
+    ``M_max = M_min`` nothing can change and the list is empty) and for a range of more than
+    :data:`MAX_RANGE` integers (narrow it: the cheapest changes only where
+    some algorithm's block sizes do, below ``32 d^2`` in every case the book draws).
 
     >>> outer = {"square_tiling": {"schedule": "outer"}}
     >>> [(c.M, c.after) for c in crossovers(4096, 64, 2000, 4000, options=outer)]
     [(3032, 'flash'), (3078, 'square_tiling'), (3164, 'flash')]
     """
     N, d = _sizes(N, d)
-    backward = _flag(backward, "backward")
-    names = sorted(names or (BACKWARD if backward else REGISTRY))
+    backward = as_flag(backward, "backward")
+    names = _names(names, backward)
     options = options or {}
     mask = Mask.of(mask, N)                         # an array is read once, for every name
     least = [_least_M(n, d, options.get(n, {}), backward) for n in names]
     lo = as_count(M_min, "M_min") if M_min is not None else min(least)
     hi = as_count(M_max, "M_max") if M_max is not None else 32 * d * d
-    if not lo < hi:
-        return []
-    Ms = np.arange(lo, hi + 1, dtype=np.int64)
-    rows = []
-    for name, first in zip(names, least):
-        start = min(max(first, lo) - lo, Ms.size)
-        rows.append((start, totals(name, N, d, Ms[start:], backward=backward, mask=mask,
-                                   **options.get(name, {}))))
-    huge = any(r.dtype == object for _, r in rows)
-    # an algorithm that cannot run costs more than any that can
-    never = 1 + max((int(r.max()) for _, r in rows if r.size), default=0) if huge else \
-        np.iinfo(np.int64).max
-    table = np.full((len(names), Ms.size), never, dtype=object if huge else np.int64)
-    for k, (start, r) in enumerate(rows):
-        table[k, start:] = r
-    winner = np.where((table == never).all(axis=0), -1, np.argmin(table, axis=0))
-    change = np.nonzero((winner[1:] != winner[:-1]) & (winner[:-1] >= 0))[0] + 1
-    return [Crossover(int(Ms[k]), names[winner[k - 1]], names[winner[k]]) for k in change]
+    if hi < lo:
+        given = "M_min" if M_min is not None else f"M_min (by default the least M, {lo})"
+        raise ValueError(f"the range [M_min, M_max] = [{lo}, {hi}] is empty: M_max must be at "
+                         f"least {given}")
+    if hi - lo + 1 > MAX_RANGE:
+        raise ValueError(f"crossovers costs every M of [M_min, M_max] = [{lo}, {hi}], "
+                         f"{hi - lo + 1:,} values, more than the {MAX_RANGE:,} it costs in one "
+                         "call: narrow the range")
+    found, before = [], -1
+    for start in range(lo, hi + 1, _SCAN_CHUNK):
+        Ms = np.arange(start, min(start + _SCAN_CHUNK, hi + 1), dtype=np.int64)
+        winner = _winners(N, d, Ms, names, least, options, backward, mask)
+        if start == lo:                             # M_min itself is only the reference
+            before = winner[0]
+        w = np.concatenate(([before], winner))
+        for k in np.nonzero((w[1:] != w[:-1]) & (w[:-1] >= 0))[0].tolist():
+            found.append(Crossover(int(Ms[k]), names[w[k]], names[w[k + 1]]))
+        before = winner[-1]
+    return found
+
+
+def _winners(N, d, Ms, names, least, options, backward, mask) -> np.ndarray:
+    """For each ``M`` of ``Ms``, the index in ``names`` of the cheapest algorithm that runs
+    (the first in ``names`` on a tie), ``-1`` where none runs."""
+    winner = np.full(Ms.size, -1, dtype=np.int64)
+    best = np.zeros(Ms.size, dtype=object)
+    for k, (name, first) in enumerate(zip(names, least)):
+        start = int(np.searchsorted(Ms, first))     # the first M at which it runs
+        if start == Ms.size:
+            continue
+        cost = totals(name, N, d, Ms[start:], backward=backward, mask=mask,
+                      **options.get(name, {}))
+        if k == 0 or best.dtype != cost.dtype:
+            best = best.astype(cost.dtype)
+        taken = (winner[start:] < 0) | (cost < best[start:])
+        winner[start:][taken] = k
+        best[start:][taken] = cost[taken]
+    return winner

@@ -50,8 +50,11 @@ which the blocks at any shape follow without the array:
   run (causal, its transpose, sliding windows, bands, dense: ``O(N)`` numbers) or when the runs
   are few. Block ``(I, J)`` is nonempty iff a run of a row of ``I`` meets columns ``J``, and full
   iff every row of ``I`` has a run that covers them; each run marks a range of column blocks, so
-  the blocks at ``b_r x b_c`` cost ``O(runs + T_r T_c)``. The causal mask and its transpose are
-  recognised among these (:attr:`Mask.triangle`), and the algorithms cost them in closed form.
+  the blocks at ``b_r x b_c`` cost ``O(runs + T_r T_c)``. A band about the diagonal (the causal
+  mask, its transpose, a sliding window) is recognised among these (:attr:`Mask.band`), and the
+  algorithms cost it in closed form (:func:`band_sums`): no array and no block mask, at any
+  ``N``; :meth:`Mask.causal` and :meth:`Mask.sliding_window` make such a mask from a few
+  numbers, and its runs only if something asks for them.
 - *grid*: the mask is constant on the tiles of the grid of its runs of equal consecutive rows
   and of equal consecutive columns (every mask is; a block-sparse one has few). Kept when that
   grid is small: a block's count of True tiles is four lookups in the grid's 2-D prefix sums.
@@ -78,16 +81,17 @@ References
 from __future__ import annotations
 
 import functools
+import numbers
 import weakref
 from collections import OrderedDict
 from typing import NamedTuple
 
 import numpy as np
 
-from ._validate import as_count
+from ._validate import as_count, as_flag
 
-__all__ = ["Blocks", "Mask", "as_mask", "block_mask", "block_sizes", "block_sparse", "causal",
-           "from_blocks", "sliding_window"]
+__all__ = ["BandSums", "Blocks", "Mask", "as_mask", "band_sums", "block_mask", "block_sizes",
+           "block_sparse", "causal", "floor_sum", "from_blocks", "sliding_window"]
 
 #: Entries of the mask handled at once (and an eighth as many 8-byte counts): the passes over
 #: an array and the block computations work on pieces of this size, never on an ``N x N``
@@ -213,6 +217,7 @@ class _Rep:
     remembered per shape, the least recently used forgotten past :meth:`_cache_bytes`."""
 
     triangle: str | None = None
+    band: tuple[int, int] | None = None
 
     def __init__(self, N: int):
         self.N = N
@@ -293,37 +298,57 @@ class _Runs(_Rep):
         self.ends = np.asarray(ends, dtype=np.int32)
         self.offsets = np.zeros(N + 1, dtype=np.int64)
         np.cumsum(np.bincount(self.rows, minlength=N), out=self.offsets[1:])
-        self.triangle = None
+        self.band = None
         if len(self.rows) == N and np.array_equal(self.rows, np.arange(N)):
-            i = np.arange(N)
-            if not self.starts.any() and np.array_equal(self.ends, i + 1):
-                self.triangle = "lower"
-            elif np.array_equal(self.starts, i) and (self.ends == N).all():
-                self.triangle = "upper"
+            self.band = _band_of_runs(N, self.starts, self.ends)
+        self.triangle = _triangle_of_band(N, self.band)
 
     @classmethod
-    def triangle_of(cls, N: int, lower: bool) -> _Runs:
-        i = np.arange(N)
-        if lower:
-            return cls(N, i, np.zeros(N), i + 1)
-        return cls(N, i, i, np.full(N, N))
+    def band_of(cls, N: int, a: int, b: int) -> _Runs:
+        """The band ``i - a <= j <= i + b`` (``0 <= a, b < N``): the causal mask is ``(N - 1,
+        0)``, its transpose ``(0, N - 1)``, a sliding window of ``w`` keys ``(w - 1, 0)``. Its
+        ``O(N)`` runs are made only when something asks for them (:meth:`__getattr__`): its
+        blocks, counts, sums over blocks (:func:`band_sums`) and equality come from the
+        indices, so a mask of any ``N`` holds a few numbers."""
+        self = cls.__new__(cls)
+        _Rep.__init__(self, N)
+        self.band = (a, b)
+        self.triangle = _triangle_of_band(N, self.band)
+        return self
+
+    _LAZY = ("rows", "starts", "ends", "offsets")
+
+    def __getattr__(self, name):
+        # called only for an attribute not set: the runs of a band made by band_of
+        if name not in _Runs._LAZY or self.__dict__.get("band") is None:
+            raise AttributeError(name)
+        (a, b), i = self.band, np.arange(self.N)
+        _Runs.__init__(self, self.N, i, np.maximum(i - a, 0), np.minimum(i + b + 1, self.N))
+        return getattr(self, name)
 
     def same(self, other):
         if not isinstance(other, _Runs):
             return None
+        if self.band is not None or other.band is not None:
+            return self.band == other.band              # both recognise a band exactly
         return (np.array_equal(self.offsets, other.offsets)
                 and np.array_equal(self.starts, other.starts)
                 and np.array_equal(self.ends, other.ends))
 
     def transposed(self):
-        if self.triangle is None:
+        if self.band is None:
             return _Transposed(self)
-        if self.N == 1:                               # [[True]]: its own transpose
+        a, b = self.band
+        if a == b:                                    # symmetric ([[True]] among them)
             return self
-        return _triangle_rep(self.N, self.triangle == "upper")
+        return _band_rep(self.N, b, a)
 
     def _count(self, axis):
         N = self.N
+        if self.band is not None:                       # row i: keys i - a .. i + b
+            a, b = self.band if axis == 0 else self.band[::-1]
+            i = np.arange(N)
+            return np.minimum(i + b + 1, N) - np.maximum(i - a, 0)
         s, e = self.starts.astype(np.int64), self.ends.astype(np.int64)
         if axis == 0:
             total = np.zeros(len(s) + 1, dtype=np.int64)
@@ -333,6 +358,8 @@ class _Runs(_Rep):
         return np.cumsum(steps[:N])
 
     def _compute_blocks(self, b_r, b_c):
+        if self.band is not None:
+            return _band_blocks(self.N, b_r, b_c, *self.band)
         # Row i's run [s, e) meets column blocks s // b_c .. (e - 1) // b_c and covers blocks
         # ceil(s / b_c) .. e // b_c - 1 (through the last one when e = N): each run adds 1 over a
         # range of one block row, summed by differences. Nonempty: a run meets J; full: as many
@@ -379,6 +406,9 @@ class _Runs(_Rep):
         if self.triangle is not None:
             a = np.tri(N, dtype=bool)
             return a if self.triangle == "lower" else np.ascontiguousarray(a.T)
+        if self.band is not None:
+            i, j = np.ogrid[:N, :N]
+            return (j >= i - self.band[0]) & (j <= i + self.band[1])
         out = np.empty((N, N), dtype=bool)
         step = max(1, _COUNTS // (N + 1))
         for x0 in range(0, N, step):
@@ -562,8 +592,111 @@ class _Transposed(_Rep):
 
 
 @functools.lru_cache(maxsize=8)
+def _band_rep(N: int, a: int, b: int) -> _Runs:
+    return _Runs.band_of(N, a, b)
+
+
 def _triangle_rep(N: int, lower: bool) -> _Runs:
-    return _Runs.triangle_of(N, lower)
+    return _band_rep(N, N - 1, 0) if lower else _band_rep(N, 0, N - 1)
+
+
+def _band_of_runs(N: int, starts: np.ndarray, ends: np.ndarray) -> tuple[int, int] | None:
+    """``(a, b)`` when row ``i``'s one run is ``[max(0, i - a), min(N, i + b + 1))`` for every
+    ``i`` (a band about the diagonal), else None."""
+    i = np.arange(N)
+    a, b = int((i - starts).max()), int((ends - 1 - i).max())
+    if a < 0 or b < 0 or not np.array_equal(starts, np.maximum(i - a, 0)) \
+            or not np.array_equal(ends, np.minimum(i + b + 1, N)):
+        return None
+    return a, b
+
+
+def _triangle_of_band(N: int, band) -> str | None:
+    if band == (N - 1, 0):
+        return "lower"
+    return "upper" if band == (0, N - 1) else None
+
+
+def _band_blocks(N: int, b_r: int, b_c: int, a: int, b: int):
+    """Nonempty and full blocks of the band ``i - a <= j <= i + b``, from the indices: with
+    inclusive ends ``[r0, r1]`` and ``[c0, c1]``, block ``(I, J)`` is nonempty iff
+    ``c0 <= r1 + b`` and ``c1 >= r0 - a`` (the rows' runs cover ``[r0 - a, r1 + b]`` without a
+    gap), and full iff ``c0 >= r1 - a`` and ``c1 <= r0 + b``."""
+    r0 = np.arange(0, N, b_r)
+    r1 = np.minimum(r0 + b_r, N) - 1
+    c0 = np.arange(0, N, b_c)
+    c1 = np.minimum(c0 + b_c, N) - 1
+    r0, r1, c0, c1 = r0[:, None], r1[:, None], c0[None, :], c1[None, :]
+    return (c0 <= r1 + b) & (c1 >= r0 - a), (c0 >= r1 - a) & (c1 <= r0 + b)
+
+
+def floor_sum(n: int, m: int, a: int, b: int) -> int:
+    """``sum(floor((a i + b) / m) for i in range(n))`` for integers ``n, a, b >= 0``, ``m >= 1``,
+    exactly and in ``O(log m)`` steps (the Euclid-like reduction: take out ``floor(a / m)`` and
+    ``floor(b / m)``, then count the lattice points under the line with the axes swapped).
+
+    >>> floor_sum(10, 7, 3, 5) == sum((3 * i + 5) // 7 for i in range(10))
+    True
+    """
+    total = 0
+    while True:
+        if a >= m:
+            total += (n - 1) * n // 2 * (a // m)
+            a %= m
+        if b >= m:
+            total += n * (b // m)
+            b %= m
+        top = a * n + b
+        if top < m:
+            return total
+        n, b = divmod(top, m)
+        m, a = a, m
+
+
+class BandSums(NamedTuple):
+    """Sums over the nonempty ``b_r x b_c`` blocks ``(I, J)`` of a band, ``r_I`` and ``c_J``
+    the blocks' sizes: what the costs under a causal mask or a sliding window are made of."""
+
+    blocks: int      # the number of nonempty blocks
+    rows: int        # sum of r_I
+    cols: int        # sum of c_J
+    entries: int     # sum of r_I c_J
+
+
+def band_sums(N: int, b_r: int, b_c: int, a: int, b: int) -> BandSums:
+    """:class:`BandSums` of the band ``i - a <= j <= i + b`` (``0 <= a, b < N``; the causal
+    mask is ``(N - 1, 0)``, a window of ``w`` keys ``(w - 1, 0)``) at ``b_r x b_c`` blocks (a
+    side past ``N`` cut to ``N``), in closed form: Python ints, ``O(log N)`` steps, no array,
+    for any ``N``.
+
+    Block row ``I`` holds rows ``r0 = I b_r`` to ``r1 = min((I + 1) b_r, N) - 1``, whose runs
+    cover the keys ``[max(0, r0 - a), min(N - 1, r1 + b)]`` without a gap, so its nonempty blocks
+    are ``lo_I <= J <= hi_I``, the column blocks of those two keys, and their widths sum to
+    ``min((hi_I + 1) b_c, N) - lo_I b_c`` (only the last column block can pass ``N``, by
+    ``T_c b_c - N``). Over the block rows ``I < T_r - 1`` (``r_I = b_r``), ``sum lo_I`` and
+    ``sum hi_I`` are :func:`floor_sum` of ``(b_r I - a) / b_c`` from the first ``I`` with
+    ``b_r I >= a`` (before it, ``lo_I = 0``) and of ``(b_r I + b_r - 1 + b) / b_c`` up to the
+    first ``I`` whose last row reaches key ``N - 1`` (from it on, ``hi_I = T_c - 1``); the last
+    block row has ``N - (T_r - 1) b_r`` rows and ``hi = T_c - 1``. The tests compare every sum
+    with the blocks of the boolean array.
+
+    >>> band_sums(5, 2, 2, 4, 0)    # causal: (0, 0); (1, 0), (1, 1); (2, 0..2), sides 2, 2, 1
+    BandSums(blocks=6, rows=9, cols=11, entries=17)
+    """
+    T_r, T_c = -(-N // b_r), -(-N // b_c)
+    K = T_r - 1                                     # block rows of b_r rows, before the last
+    last = N - K * b_r
+    I0 = min(K, -(-a // b_r))                       # block rows I < I0 start at key 0
+    lo = floor_sum(K - I0, b_c, b_r, b_r * I0 - a) if K > I0 else 0
+    I1 = min(K, max(0, -(-(N - b_r - b) // b_r)))   # block rows I >= I1 reach key N - 1
+    hi = floor_sum(I1, b_c, b_r, b_r - 1 + b) + (K - I1) * (T_c - 1)
+    I2 = max(0, -(-((T_c - 1) * b_c - b_r + 1 - b) // b_r))   # ... reach the last column block
+    reach = max(0, K - I2)
+    lo_K = max(0, K * b_r - a) // b_c
+    per = hi - lo + K                               # sum over I < K of hi_I - lo_I + 1
+    widths = b_c * (hi + K) - reach * (T_c * b_c - N) - b_c * lo
+    return BandSums(per + T_c - lo_K, b_r * per + last * (T_c - lo_K), widths + N - lo_K * b_c,
+                    b_r * widths + last * (N - lo_K * b_c))
 
 
 # ------------------------------------------------------------------------------- the analysis
@@ -738,11 +871,12 @@ class Mask:
     :meth:`from_blocks` and :meth:`block_sparse` make a mask from its structure alone, with no
     ``N x N`` array; :meth:`of` is what the entry points call on their ``mask`` argument.
 
-    A mask that is the causal mask (lower triangle, ``j <= i``) or its transpose (``j >= i``)
-    is recognised (:attr:`triangle`): the algorithms' masked costs use the closed forms this
-    structure allows. For row block ``[r0, r1]`` and column block ``[c0, c1]`` (inclusive ends)
-    of the lower triangle, the block has a True entry iff ``c0 <= r1`` and is all True iff
-    ``c1 <= r0``; the transpose swaps the roles.
+    A mask that is a band about the diagonal, ``i - a <= j <= i + b`` (:attr:`band`), is
+    recognised, and among the bands the causal mask (lower triangle, ``j <= i``) and its
+    transpose (``j >= i``, :attr:`triangle`): the algorithms' masked costs use the closed forms
+    this structure allows (:func:`band_sums`). For row block ``[r0, r1]`` and column block
+    ``[c0, c1]`` (inclusive ends) of the band, the block has a True entry iff ``c0 <= r1 + b``
+    and ``c1 >= r0 - a``, and is all True iff ``c0 >= r1 - a`` and ``c1 <= r0 + b``.
 
     Attributes
     ----------
@@ -755,11 +889,16 @@ class Mask:
     N : int
     triangle : str or None
         ``"lower"`` for the causal mask, ``"upper"`` for its transpose, else None.
+    band : (int, int) or None
+        ``(a, b)`` when row ``i`` attends exactly to the keys ``i - a <= j <= i + b`` (``0 <= a,
+        b < N``): ``(N - 1, 0)`` for the causal mask, ``(w - 1, 0)`` for a sliding window of
+        ``w < N`` keys, ``(0, N - 1)`` and ``(0, w - 1)`` for their transposes; else None.
     """
 
-    __slots__ = ("N", "triangle", "_rep", "_array", "_excluded", "_T", "_hash")
+    __slots__ = ("N", "triangle", "band", "_rep", "_array", "_excluded", "_T", "_hash")
 
     def __init__(self, mask, N: int | None = None, *, structured: bool = True):
+        structured = as_flag(structured, "structured")
         if isinstance(mask, Mask):
             if N is not None and mask.N != N:
                 raise ValueError(f"mask must have shape (N, N) = ({N}, {N}), got "
@@ -778,6 +917,7 @@ class Mask:
     def _init(self, rep: _Rep, array: np.ndarray | None) -> None:
         self.N = rep.N
         self.triangle = rep.triangle
+        self.band = rep.band
         self._rep = rep
         self._array = array
         self._excluded = None
@@ -809,7 +949,8 @@ class Mask:
         >>> Mask.causal(4) == Mask(causal(4)), Mask.causal(4).T == Mask(causal(4).T)
         (True, True)
         """
-        return _triangle(as_count(N, "N"), bool(lower) or N == 1)
+        N = as_count(N, "N")
+        return _triangle(N, as_flag(lower, "lower") or N == 1)
 
     @staticmethod
     def sliding_window(N: int, w: int) -> Mask:
@@ -845,8 +986,7 @@ class Mask:
         ``N x N`` array; equal to ``Mask(block_sparse(N, block, density, seed=seed))``."""
         N = as_count(N, "N")
         b_r, b_c = _pair(block)
-        if not 0 <= density <= 1:
-            raise ValueError(f"density must lie in [0, 1], got {density!r}")
+        density = _density(density)
         T_r, T_c = -(-N // b_r), -(-N // b_c)
         chosen = np.random.default_rng(seed).permutation(T_r * T_c) < round(density * T_r * T_c)
         return Mask.from_blocks(chosen.reshape(T_r, T_c), (b_r, b_c), N)
@@ -900,8 +1040,9 @@ class Mask:
         return self._true() / (self.N * self.N)
 
     def _true(self) -> int:
-        if self.triangle is not None:
-            return self.N * (self.N + 1) // 2
+        if self.band is not None:     # sum of min(N, i + b + 1) - max(0, i - a) over the rows
+            N, (a, b) = self.N, self.band
+            return N * (N - 1) // 2 + N * (b + 1) - b * (b + 1) // 2 - (N - a) * (N - a - 1) // 2
         return int(self._rep.row_counts().sum())
 
     def __eq__(self, other) -> bool:
@@ -911,6 +1052,8 @@ class Mask:
             return True
         if self.N != other.N:
             return False
+        if self.band is not None and other.band is not None:
+            return self.band == other.band
         same = self._rep.same(other._rep)
         if same is not None:
             return same
@@ -919,8 +1062,8 @@ class Mask:
         return bool(np.array_equal(self.array, other.array))
 
     def __hash__(self) -> int:
-        if self._hash is None:
-            self._hash = hash((self.N, self._rep.row_counts().tobytes()))
+        if self._hash is None:              # equal masks have as many True entries
+            self._hash = hash((self.N, self._true()))
         return self._hash
 
     def __repr__(self) -> str:
@@ -935,8 +1078,7 @@ def _triangle(N: int, lower: bool) -> Mask:
 def _window(N: int, w: int) -> Mask:
     if w >= N:
         return _triangle(N, True)
-    i = np.arange(N)
-    return Mask._of_rep(_Runs(N, i, np.maximum(i - w + 1, 0), i + 1))
+    return Mask._of_rep(_band_rep(N, w - 1, 0))
 
 
 def block_mask(mask, B_r: int, B_c: int) -> np.ndarray:
@@ -987,6 +1129,16 @@ def block_sparse(N: int, block, density: float, *, seed: int = 0) -> np.ndarray:
     shape ``block`` are True, chosen uniformly (``density`` is the ``s`` of [FA]_ Proposition 4).
     Read-only, with its structure known (:meth:`Mask.block_sparse`)."""
     return _publish(Mask.block_sparse(N, block, density, seed=seed))
+
+
+def _density(density) -> float:
+    """``density`` checked: a real number in ``[0, 1]`` (not a bool, not a string)."""
+    if isinstance(density, bool) or not isinstance(density, numbers.Real):
+        raise TypeError(f"density must be a number in [0, 1], got {density!r} "
+                        f"({type(density).__name__})")
+    if not 0 <= density <= 1:                  # False for NaN too
+        raise ValueError(f"density must lie in [0, 1], got {density!r}")
+    return float(density)
 
 
 def _pair(block) -> tuple[int, int]:

@@ -199,3 +199,47 @@ def test_the_garbage_collector_is_off_during_a_run_and_restored(monkeypatch, bac
     with pytest.raises(RuntimeError, match="the schedule failed"):
         go()
     assert seen[-1] is False and gc.isenabled()
+
+
+@pytest.mark.parametrize("bad", ["yes", "no", 1, 0, None, [True]])
+def test_booleans_must_be_booleans(bad):
+    """A truthy string or number is not ``True``: every boolean flag of the public functions
+    raises a TypeError naming it (a NumPy boolean is accepted)."""
+    dO = np.ones_like(Q)
+    calls = {
+        "backward": [lambda: ioattn.algorithms(backward=bad),
+                     lambda: ioattn.plan("flash", 8, 4, 100, backward=bad),
+                     lambda: ioattn.min_M("flash", 4, backward=bad),
+                     lambda: ioattn.io_cost("flash", 8, 4, 100, backward=bad),
+                     lambda: ioattn.totals("flash", 8, 4, [100], backward=bad)],
+        "save_lse": [lambda: ioattn.io_cost("flash", 8, 4, 100, save_lse=bad),
+                     lambda: ioattn.run("flash", Q, K, V, 100, save_lse=bad)],
+        "trace": [lambda: ioattn.run("flash", Q, K, V, 100, trace=bad),
+                  lambda: ioattn.run_backward("flash", Q, K, V, dO, 100, trace=bad)],
+    }
+    for flag, fs in calls.items():
+        for f in fs:
+            with pytest.raises(TypeError, match=f"{flag} must be True or False"):
+                f()
+    assert ioattn.io_cost("flash", 8, 4, 100, backward=np.bool_(True)) == \
+        ioattn.io_cost("flash", 8, 4, 100, backward=True)
+
+
+def test_totals_at_N_1e6_and_1e9_are_python_ints_equal_to_io_cost():
+    """Past 64 bits the costs are Python ints (an object array), equal to io_cost, and the FA2
+    count equals its formula in Python ints."""
+    from .conftest import BACKWARD_VARIANTS, VARIANTS
+
+    for backward, variants in ((False, VARIANTS), (True, BACKWARD_VARIANTS)):
+        for name, opts in variants:
+            lo = ioattn.min_M(name, 64, backward=backward, **opts)
+            Ms = np.array([lo, lo + 1, 4095, 4096, 65536, 10 ** 7])
+            for N in (10 ** 6, 10 ** 9):
+                got = ioattn.totals(name, N, 64, Ms, backward=backward, **opts)
+                assert got.dtype == object and all(type(x) is int for x in got)
+                assert got.tolist() == [ioattn.io_cost(name, N, 64, int(M), backward=backward,
+                                                       **opts).total for M in Ms], (name, N)
+    N, d = 10 ** 9, 64
+    for M in (260, 4096, 10 ** 7):
+        B_r = ioattn.plan("flash", N, d, M).B_r
+        assert ioattn.totals("flash", N, d, [M])[0] == N * d + 2 * N * d * (-(-N // B_r)) + N * d

@@ -5,6 +5,8 @@ stays within a constant of the sparse lower bound on every mask here."""
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, target
+from hypothesis import strategies as st
 
 import ioattn
 from ioattn import bounds, masks
@@ -125,6 +127,55 @@ def test_crossovers_are_every_change_of_a_full_scan(backward, schedule):
                                      mask=mask) == want, kind
 
 
+@settings(max_examples=40)
+@given(data=st.data(), N=st.integers(1, 120), d=st.integers(1, 10), backward=st.booleans(),
+       chunk=st.sampled_from([1, 7, 1 << 17]))
+def test_crossovers_equal_a_full_scan_on_drawn_cases(data, N, d, backward, chunk):
+    """Drawn (N, d), names, options, masks and ranges: crossovers() is every change that
+    cheapest() at every M sees, with the range scanned in pieces of 1, 7 or 2^17 values (a change
+    at a piece's edge is found)."""
+    every = ioattn.algorithms(backward)
+    names = data.draw(st.lists(st.sampled_from(every), min_size=2, max_size=3, unique=True))
+    schedule = data.draw(st.sampled_from(["blocked", "outer"]))
+    options = {"square_tiling": {"schedule": schedule}}
+    if not backward and data.draw(st.booleans()):
+        options["flash"] = {"variant": "fa1"}
+    kind = data.draw(st.sampled_from([None, "causal (structured)", "causal (array)", "window",
+                                      "block-sparse", "random", "one score", "nothing"]))
+    mask = None if kind is None else _masks(N)[kind]
+    least = min(ioattn.min_M(n, d, backward=backward, **options.get(n, {})) for n in names)
+    lo = data.draw(st.integers(max(1, least - 20), least + 20))
+    hi = data.draw(st.integers(lo + 1, lo + 40 * d * d + 60))
+    want = _scan(N, d, lo, hi, names, options, backward, mask)
+    target(float(len(want)))                        # steer the draws to ranges with changes
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bounds, "_SCAN_CHUNK", chunk)
+        assert bounds.crossovers(N, d, lo, hi, names, options, backward=backward,
+                                 mask=mask) == want
+
+
+@pytest.mark.parametrize("backward", [False, True], ids=["forward", "backward"])
+def test_crossovers_at_N_1e6_agree_with_cheapest(backward):
+    """Past 64 bits (Python-int costs), dense and causal: each change listed is a change of
+    cheapest() at M - 1 and M, and between two changes (and on either side) the winner is the
+    same at every probed M."""
+    N, d = 10 ** 6, 16
+    outer = {"square_tiling": {"schedule": "outer"}}
+    for mask in (None, masks.Mask.causal(N)):
+        found = bounds.crossovers(N, d, options=outer, backward=backward, mask=mask)
+        assert found
+        for c in found:
+            assert bounds.cheapest(N, d, c.M - 1, options=outer, backward=backward,
+                                   mask=mask) == c.before
+            assert bounds.cheapest(N, d, c.M, options=outer, backward=backward,
+                                   mask=mask) == c.after
+        edges = [c.M for c in found] + [32 * d * d + 1]
+        for a, b, c in zip(edges, edges[1:], found):
+            for M in {a, (a + b) // 2, b - 1}:
+                assert bounds.cheapest(N, d, M, options=outer, backward=backward,
+                                       mask=mask) == c.after
+
+
 def test_crossovers_list_the_flip_backs():
     """Costs are step functions of M: the winner can change back, and each change is listed."""
     outer = {"square_tiling": {"schedule": "outer"}}
@@ -144,7 +195,28 @@ def test_crossovers_list_the_flip_backs():
 
 
 def test_crossovers_arguments():
-    assert bounds.crossovers(64, 8, 100, 100) == []
+    assert bounds.crossovers(64, 8, 100, 100) == []             # one M: nothing changes
+    for lo, hi in [(101, 100), (9000, 100)]:
+        with pytest.raises(ValueError, match=rf"\[{lo}, {hi}\] is empty: M_max must be at least "
+                                             "M_min"):
+            bounds.crossovers(64, 8, lo, hi)
+    with pytest.raises(ValueError, match="is empty: M_max must be at least M_min .by default "
+                                         "the least M, 260"):
+        bounds.crossovers(1024, 64, M_max=100, names=["flash"])
+    with pytest.raises(ValueError, match="more than the 67,108,864 it costs in one call"):
+        bounds.crossovers(1024, 64, M_max=10 ** 12)
+    with pytest.raises(TypeError, match="backward must be True or False"):
+        bounds.crossovers(64, 8, backward="yes")
+    with pytest.raises(TypeError, match="backward must be True or False"):
+        bounds.cheapest(64, 8, 100, backward=1)
+    with pytest.raises(TypeError, match="names must be a list of algorithm names"):
+        bounds.crossovers(64, 8, names="flash")
+    with pytest.raises(ValueError, match="unknown algorithm 'flsh'"):
+        bounds.crossovers(64, 8, names=["flsh", "standard"])
+    with pytest.raises(ValueError, match="unknown algorithm 'flsh'"):
+        bounds.cheapest(64, 8, 100, names=["flsh"])
+    with pytest.raises(TypeError, match="M must be an integer"):
+        bounds.cheapest(64, 8, "100")
     with pytest.raises(ValueError, match="M_min must be at least 1"):
         bounds.crossovers(64, 8, 0, 100)
     with pytest.raises(TypeError, match="M_max must be an integer"):
@@ -257,3 +329,19 @@ def test_totals_with_an_explicit_block(backward, options):
         got = ioattn.totals("flash", 20, 4, Ms, backward=backward, **options, **extra)
         assert got.tolist() == [_cost("flash", 20, 4, int(M), backward, options, **extra)
                                 for M in Ms]
+
+
+def test_crossovers_memory_does_not_grow_with_the_range():
+    """The range is costed a piece at a time: eight times the values, about the same peak."""
+    import tracemalloc
+
+    def peak(hi):
+        tracemalloc.start()
+        try:
+            found = bounds.crossovers(4096, 64, 3, hi, names=["flash", "standard"])
+            return found, tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    (small, a), (large, b) = peak(1 << 18), peak(1 << 21)
+    assert large[:len(small)] == small and b < 1.5 * a, (a, b)

@@ -90,6 +90,15 @@ def test_block_sparse_density():
     assert not masks.block_sparse(40, 5, 0.0).any() and masks.block_sparse(40, 5, 1.0).all()
     with pytest.raises(ValueError, match="density must lie in"):
         masks.block_sparse(40, 5, 1.5)
+    for bad in ("0.5", None, True, [0.5]):           # not a number: a clear TypeError
+        with pytest.raises(TypeError, match="density must be a number in"):
+            masks.block_sparse(16, 4, density=bad)
+        with pytest.raises(TypeError, match="density must be a number in"):
+            Mask.block_sparse(16, 4, bad)
+    with pytest.raises(ValueError, match="density must lie in"):
+        masks.block_sparse(16, 4, float("nan"))
+    assert np.array_equal(masks.block_sparse(16, 4, np.float32(0.5)),
+                          masks.block_sparse(16, 4, 0.5))
 
 
 @pytest.mark.parametrize("bad, message", [
@@ -497,3 +506,124 @@ def test_structured_causal_mask_costs_equal_the_array_mask(backward):
         name, opts = variants[rng.integers(len(variants))]
         M = least_M(name, d, opts, backward) + int(rng.integers(0, 20 * d * d + 50))
         _causal_costs_agree(name, N, d, M, backward, opts)
+
+
+def test_mask_flags_must_be_booleans():
+    with pytest.raises(TypeError, match="lower must be True or False, got 'no'"):
+        Mask.causal(8, lower="no")
+    with pytest.raises(TypeError, match="lower must be True or False"):
+        Mask.causal(8, lower=0)
+    with pytest.raises(TypeError, match="structured must be True or False"):
+        Mask(masks.causal(8), structured="no")
+    assert Mask.causal(8, lower=np.bool_(False)) == Mask.causal(8).T
+
+
+@settings(max_examples=300)
+@given(N=st.integers(1, 60), b_r=st.integers(1, 70), b_c=st.integers(1, 70), data=st.data())
+def test_band_sums_are_the_sums_over_the_blocks(N, b_r, b_c, data):
+    """The closed forms of :func:`masks.band_sums` against the blocks of the plain array, for
+    every band ``i - a <= j <= i + b`` (the causal mask, its transpose, windows, two-sided)."""
+    a, b = data.draw(st.integers(0, N - 1)), data.draw(st.sampled_from([0, N - 1, N // 3]))
+    i, j = np.ogrid[:N, :N]
+    blocks = Mask((j >= i - a) & (j <= i + b), structured=False).blocks(b_r, b_c)
+    act, r, c = blocks.nonempty, blocks.rows, blocks.cols
+    want = (int(act.sum()), int(r @ act.sum(axis=1)), int(act.sum(axis=0) @ c), int(r @ act @ c))
+    assert tuple(masks.band_sums(N, b_r, b_c, a, b)) == want
+
+
+def test_bands_are_recognised_and_equal_their_arrays():
+    """A band read from an array is recognised (a writable copy too), equals and hashes like the
+    structured one, and the structured one's blocks, counts and array are the plain ones."""
+    for N in (1, 2, 9, 40):
+        i, j = np.ogrid[:N, :N]
+        for a, b in {(N - 1, 0), (0, N - 1), (min(3, N - 1), 0), (0, min(3, N - 1)),
+                     (min(2, N - 1), min(5, N - 1)), (0, 0)}:
+            arr = (j >= i - a) & (j <= i + b)
+            read = Mask(arr.copy())
+            assert read.band == (a, b), (N, a, b)
+            fast = Mask._of_rep(masks._band_rep(N, a, b))
+            plain = Mask(arr, structured=False)
+            assert plain.band is None and fast == read == plain and hash(fast) == hash(plain)
+            assert np.array_equal(fast.array, arr) and fast.T == Mask(arr.T.copy())
+            assert np.array_equal(fast._rep.row_counts(), arr.sum(axis=1))
+            assert np.array_equal(fast._rep.col_counts(), arr.sum(axis=0))
+            for shape in [(1, 1), (2, 3), (7, 4), (N, N)]:
+                assert all(np.array_equal(x, y) for x, y in
+                           zip(fast.blocks(*shape), plain.blocks(*shape)))
+    assert Mask.sliding_window(10, 4).band == (3, 0) and Mask.sliding_window(10, 4).T.band == (0, 3)
+    assert Mask(np.eye(5, dtype=bool)).band == (0, 0)
+    assert Mask(masks.sliding_window(9, 3) | np.eye(9, k=2, dtype=bool)).band is None
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_window_costs_equal_the_array_mask(backward):
+    """Every algorithm's ``io_cost`` under a sliding window and its transpose (closed forms)
+    equals its cost under the plain boolean-array mask (sums over blocks), on drawn sizes."""
+    variants = BACKWARD_VARIANTS if backward else VARIANTS
+    rng = np.random.default_rng(11)
+    for _ in range(150):
+        N, d = int(rng.integers(1, 120)), int(rng.integers(1, 12))
+        w = int(rng.integers(1, N + 1))
+        name, opts = variants[rng.integers(len(variants))]
+        M = least_M(name, d, opts, backward) + int(rng.integers(0, 12 * d * d + 50))
+        fast = Mask.sliding_window(N, w)
+        for m in (fast, fast.T):
+            plain = Mask(np.array(m.array), structured=False)
+            assert ioattn.io_cost(name, N, d, M, backward=backward, mask=m, **opts) == \
+                ioattn.io_cost(name, N, d, M, backward=backward, mask=plain, **opts), \
+                (name, opts, N, d, M, w)
+
+
+@given(n=st.integers(0, 200), m=st.integers(1, 10 ** 6), a=st.integers(0, 10 ** 6),
+       b=st.integers(0, 10 ** 6))
+def test_floor_sum_is_the_sum(n, m, a, b):
+    assert masks.floor_sum(n, m, a, b) == sum((a * i + b) // m for i in range(n))
+
+
+def _peak_bytes(f):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        result = f()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_causal_costs_at_N_1e9_allocate_nothing_that_grows_with_N():
+    """``Mask.causal(10**9)`` and every algorithm's exact cost under it, forward and backward,
+    at small and large M, allocate a few KiB, and so do a sliding window and its transpose (an
+    array of N entries would be 1 GB, of the blocks at B_r = 1 as many), and give Python ints;
+    the causal FA2 count is also the sum over block rows written out in Python ints."""
+    N, d = 10 ** 9, 64
+    cases = [(b, name, opts) for b, variants in ((False, VARIANTS), (True, BACKWARD_VARIANTS))
+             for name, opts in variants]
+
+    def cost_all():
+        mask = Mask.causal(N)
+        out = []
+        for backward, name, opts in cases:
+            for M in (least_M(name, d, opts, backward), 5000, 10 ** 7):
+                out.append(ioattn.io_cost(name, N, d, M, backward=backward, mask=mask, **opts))
+        return out, mask
+
+    (counts, mask), peak = _peak_bytes(cost_all)
+    assert peak < 200_000, peak
+    window = _peak_bytes(lambda: [ioattn.io_cost(name, N, d, M, backward=backward, mask=m, **opts)
+                                  for m in (Mask.sliding_window(N, 4096),
+                                            Mask.sliding_window(N, 4096).T)
+                                  for backward, name, opts in cases for M in (5000, 10 ** 7)
+                                  if M >= least_M(name, d, opts, backward)])[1]
+    assert window < 200_000, window
+    assert peak < 200_000, peak
+    assert all(type(c.reads) is int and type(c.writes) is int for c in counts)
+    assert mask.density == (N + 1) / (2 * N) and mask.T.triangle == "upper"
+    assert mask == Mask.causal(N) and hash(mask) == hash(Mask.causal(N))
+    # FA2 at M = 10^7: N d reads of Q, and K_J, V_J read once for every block row reaching J
+    p = ioattn.plan("flash", N, d, 10 ** 7)
+    widths = 0
+    for i0 in range(0, N, p.B_r):
+        last_query = min(i0 + p.B_r, N) - 1
+        widths += min((last_query // p.B_c + 1) * p.B_c, N)     # the keys it reads
+    assert ioattn.io_cost("flash", N, d, 10 ** 7, mask=mask).reads == N * d + 2 * d * widths

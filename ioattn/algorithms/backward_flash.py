@@ -79,7 +79,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..masks import block_sizes
+from ..masks import band_sums
 from ..memory import IOCount
 from .base import BackwardAlgorithm, Plan, ceil_div, imin, register_backward
 from .flash import _block
@@ -149,8 +149,8 @@ class FlashBackward(BackwardAlgorithm):
 def _masked_cost(plan: FlashBackwardPlan) -> IOCount:
     """The module docstring's sums over the nonempty blocks, and the peak they reach."""
     N, d = plan.N, plan.d
-    if plan.mask.triangle == "lower":
-        return _causal_cost(plan)
+    if plan.mask.band is not None:
+        return _band_cost(plan)
     blocks = plan.mask.blocks(plan.B_r, plan.B_c)
     act, r, c = blocks.nonempty, blocks.rows, blocks.cols
     rows_on, cols_on = act.any(axis=1), act.any(axis=0)
@@ -166,17 +166,16 @@ def _masked_cost(plan: FlashBackwardPlan) -> IOCount:
     return IOCount(reads=reads, writes=writes, peak=peak)
 
 
-def _causal_cost(plan: FlashBackwardPlan) -> IOCount:
-    """:func:`_masked_cost` under the causal mask, from the block sizes alone (sums over one
-    block row instead of the ``T_r x T_c`` block mask). Block ``(I, J)`` is visited iff
-    ``c0_J <= r1_I``: every block row and column is visited, and block ``(0, 0)``, of the
-    largest sides, sets the peak. The tests check it against a plain boolean mask."""
+def _band_cost(plan: FlashBackwardPlan) -> IOCount:
+    """:func:`_masked_cost` under a band mask (:attr:`~ioattn.masks.Mask.band`: the causal mask,
+    a sliding window, their transposes), in closed form from the block sizes
+    (:func:`~ioattn.masks.band_sums`: Python ints, no array, any ``N``). A band holds the
+    diagonal, so every block row and column is visited, the count needs only the sum of ``r_I``
+    over visited blocks, and block ``(0, 0)``, of the largest sides, sets the peak. The tests
+    check it against a plain boolean mask."""
     N, d = plan.N, plan.d
-    r, c = block_sizes(N, plan.B_r), block_sizes(N, plan.B_c)
-    r1 = np.arange(0, N, plan.B_r) + r - 1
-    c0 = np.arange(0, N, plan.B_c)
-    visits = int(r @ np.searchsorted(c0, r1, side="right"))     # column blocks of I: a prefix
-    R, C = int(r[0]), int(c[0])
+    visits = band_sums(N, plan.B_r, plan.B_c, *plan.mask.band).rows   # sum of r_I, (I, J) visited
+    R, C = min(plan.B_r, N), min(plan.B_c, N)
     return IOCount(reads=3 * d * N + (3 * d + 2) * visits,
                    writes=N + d * visits + 2 * N * d,
                    peak=max(4 * C * d + 3 * R * d + 2 * R + 2 * R * C, R * (2 * d + 1)))

@@ -149,7 +149,7 @@ class BackwardSquareTiling(BackwardAlgorithm):
     @staticmethod
     def _epilogue_peak(plan) -> int:
         """Largest working set of kernel 3's epilogue: a tile, its ``D`` rows, a ``P`` chunk."""
-        if plan.mask is None or plan.mask.triangle == "lower":  # dense, or block (0, 0)
+        if plan.mask is None or plan.mask.band is not None:  # dense, or block (0, 0)
             r, c = imin(plan.dS.b_r, plan.N), imin(plan.dS.b_c, plan.N)
             return r * c + r + imin(plan.h, r) * c
         blocks = plan.mask.blocks(plan.dS.b_r, plan.dS.b_c)

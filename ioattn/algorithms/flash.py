@@ -71,7 +71,7 @@ from typing import ClassVar
 import numpy as np
 
 from .._validate import as_count
-from ..masks import block_sizes
+from ..masks import band_sums
 from ..memory import IOCount
 from .base import Algorithm, Plan, ceil_div, divide_rows, imax, imin, log_sum_exp, register
 
@@ -181,8 +181,8 @@ class Flash(Algorithm):
 def _masked_cost(plan: FlashPlan, lse: int) -> IOCount:
     """The module docstring's sums over the nonempty blocks, and the peak they reach."""
     N, d = plan.N, plan.d
-    if plan.variant == "fa2" and plan.mask.triangle == "lower":
-        return _causal_cost(plan, lse)
+    if plan.mask.band is not None:
+        return _band_cost(plan, lse)
     blocks = plan.mask.blocks(plan.B_r, plan.B_c)
     act, r, c = blocks.nonempty, blocks.rows, blocks.cols
     rows_visited = act.any(axis=1)
@@ -201,20 +201,24 @@ def _masked_cost(plan: FlashPlan, lse: int) -> IOCount:
     return IOCount(reads=reads, writes=writes + lse, peak=peak)
 
 
-def _causal_cost(plan: FlashPlan, lse: int) -> IOCount:
-    """:func:`_masked_cost` (FA2 order) under the causal mask, from the block sizes alone
-    (sums over one block row or column instead of the ``T_r x T_c`` block mask, which has
-    ``N^2`` entries at a small ``M``). Block ``(I, J)`` is visited iff ``c0_J <= r1_I`` (first
-    key, last query), so every block row and column is visited and block ``(0, 0)``, of the
-    largest sides, sets the peak. The tests check it against a plain boolean mask."""
+def _band_cost(plan: FlashPlan, lse: int) -> IOCount:
+    """:func:`_masked_cost` under a band mask (:attr:`~ioattn.masks.Mask.band`: the causal mask,
+    a sliding window, their transposes), in closed form from the block sizes
+    (:func:`~ioattn.masks.band_sums`: Python ints, no array, any ``N``). A band holds the
+    diagonal, so every block row and column is visited, and block ``(0, 0)``, of the largest
+    sides, is visited and sets the peak. FA2 reads ``Q`` once and ``K_J, V_J`` once per visit
+    (the sum of ``c_J``); FA1 reads ``K, V`` once and moves ``Q_I, O_I, l_I, m_I`` once per
+    visit (the sum of ``r_I``). The tests check both against a plain boolean mask."""
     N, d = plan.N, plan.d
-    r, c = block_sizes(N, plan.B_r), block_sizes(N, plan.B_c)
-    r1 = np.arange(0, N, plan.B_r) + r - 1
-    c0 = np.arange(0, N, plan.B_c)
-    per_col = len(r) - np.searchsorted(r1, c0, side="left")      # row blocks visiting J
-    R, C = int(r[0]), int(c[0])
-    return IOCount(reads=d * N + 2 * d * int(per_col @ c), writes=N * d + lse,
-                   peak=2 * R * d + 3 * R + 2 * C * d + R * C)
+    sums = band_sums(N, plan.B_r, plan.B_c, *plan.mask.band)
+    R, C = min(plan.B_r, N), min(plan.B_c, N)
+    if plan.variant == "fa2":
+        return IOCount(reads=d * N + 2 * d * sums.cols, writes=N * d + lse,
+                       peak=2 * R * d + 3 * R + 2 * C * d + R * C)
+    rows = min(plan.R, N)
+    return IOCount(reads=2 * d * N + (2 * d + 2) * sums.rows,
+                   writes=N * d + 2 * N + (d + 2) * sums.rows + lse,
+                   peak=max(2 * C * d + min(plan.R, R) * (2 * d + C + 4), rows * d))
 
 
 def _block(block):

@@ -38,7 +38,7 @@ from typing import Callable, ClassVar
 import numpy as np
 
 from .._validate import as_count, as_matrix
-from ..masks import block_sizes
+from ..masks import band_sums
 from ..memory import IOCount, SlowArray, TwoLevelMemory
 from .base import ceil_div, imax, imin, isqrt
 
@@ -119,10 +119,14 @@ def _best_tile(m, n, M, extra_per_row):
     shape = b.shape
     b_r, b_c, ok = (np.stack([np.broadcast_to(t[k], shape) for t in candidates]) for k in range(3))
     ok = ok & (b >= 1)
-    keys = (m * ceil_div(n, np.maximum(b_c, 1)) + n * ceil_div(m, np.maximum(b_r, 1)),
+    # the I/O key is at most 2 m n: in Python ints where that could pass int64
+    most = np.iinfo(np.int64).max
+    wide = 2 * m * n >= most
+    r_, c_ = (b_r.astype(object), b_c.astype(object)) if wide else (b_r, b_c)
+    keys = (m * ceil_div(n, np.maximum(c_, 1)) + n * ceil_div(m, np.maximum(r_, 1)),
             -b_r * b_c, b_r, b_c)
-    for key in keys:                                    # lexicographic least, one key at a time
-        key = np.where(ok, key, np.iinfo(np.int64).max)
+    for k, key in enumerate(keys):                      # lexicographic least, one key at a time
+        key = np.where(ok, key, 2 * m * n + 1 if k == 0 and wide else most)
         ok &= key == key.min(axis=0)
     pick = np.argmax(ok, axis=0)[None]
     fits = b >= 1
@@ -207,8 +211,8 @@ def product_io(plan: MatmulPlan, *, c_mask=None, a_mask=None, stats: int = 0
     ``C`` is computed but only the nonempty ``b_r x L`` strips ``(I, Λ)`` of ``A`` are read, each
     once per tile of its row block with its strip of ``B``: ``w_Λ (ceil(n / b_c) r_I + n)``
     reads. The peak is the largest working set the mask lets occur. A sum over blocks, no
-    simulation; under the causal mask (or its transpose, :attr:`~ioattn.masks.Mask.triangle`)
-    a sum over one block row or column (:func:`_triangle_product_io`).
+    simulation; under a band (the causal mask, a sliding window, their transposes:
+    :attr:`~ioattn.masks.Mask.band`) a closed form (:func:`_band_product_io`).
     """
     memo = _REMEMBERED.get()
     if memo is None or (c_mask is None and a_mask is None):
@@ -228,10 +232,8 @@ def _product_io(plan: MatmulPlan, *, c_mask=None, a_mask=None, stats: int = 0
     m, k, n = plan.m, plan.k, plan.n
     if c_mask is None and a_mask is None:
         return plan.reads, plan.writes, plan.footprint + stats * imin(plan.b_r, m)
-    if (c_mask is not None and c_mask.triangle == "lower") or (
-            c_mask is None and a_mask.triangle is not None):
-        return _triangle_product_io(plan, c_mask is not None,
-                                    None if a_mask is None else a_mask.triangle, stats)
+    if (c_mask if c_mask is not None else a_mask).band is not None:
+        return _band_product_io(plan, c_mask, a_mask, stats)
     if c_mask is not None:
         blocks = c_mask.blocks(plan.b_r, plan.b_c)
         act, r, c = blocks.nonempty, blocks.rows, blocks.cols
@@ -251,51 +253,29 @@ def _product_io(plan: MatmulPlan, *, c_mask=None, a_mask=None, stats: int = 0
     return reads, m * n, peak
 
 
-def _starts_ends(n: int, b: int):
-    """Sizes, first and last index of the blocks ``range(0, n, b)`` cuts ``n`` into."""
-    size = block_sizes(n, b)
-    first = np.arange(0, n, b)
-    return size, first, first + size - 1
+def _band_product_io(plan: MatmulPlan, c_mask, a_mask, stats: int) -> tuple[int, int, int]:
+    """:func:`product_io` under a band mask (:attr:`~ioattn.masks.Mask.band`: the causal mask,
+    a sliding window, their transposes) on ``C`` (``c_mask``) or on ``A`` (``a_mask``), in
+    closed form from the block sizes (:func:`~ioattn.masks.band_sums`: Python ints, no array,
+    any size). A band holds the diagonal, so block ``(0, 0)``, of the largest sides, is
+    nonempty (on ``A``: block row 0, of the most rows, reads the first strip, of the most
+    columns).
 
-
-def _triangle_product_io(plan: MatmulPlan, c_mask: bool, a_mask: str | None, stats: int
-                         ) -> tuple[int, int, int]:
-    """:func:`product_io` under the causal mask, from one block row or column at a time instead
-    of the ``T_r x T_c`` block mask: ``c_mask=True``, the causal mask on ``C``; else ``a_mask``
-    is ``"lower"`` (the causal mask) or ``"upper"`` (its transpose), the mask on ``A``. Under
-    the lower mask tile ``(I, J)`` is nonempty iff ``c0_J <= r1_I``, under the upper iff
-    ``c1_J >= r0_I``: each block row's nonempty blocks are a prefix (lower) or a suffix
-    (upper), every row and column has one, and block ``(0, 0)`` (lower) has the largest sides.
-    The tests check it against a plain boolean mask."""
+    ``c_mask``: each nonempty tile reads ``k (r_I + c_J)`` and writes ``r_I c_J``. ``a_mask``:
+    each nonempty strip ``(I, Λ)`` is read with its strip of ``B`` once per tile of its row
+    block, ``ceil(n / b_c) r_I w_Λ + n w_Λ``; the widest strip of block row 0 is the first, of
+    ``min(L, k)`` columns, and block row 0 has the most rows, so it sets the peak. The tests
+    check it against a plain boolean mask."""
     m, k, n = plan.m, plan.k, plan.n
-    if c_mask:
-        r, r0, r1 = _starts_ends(m, plan.b_r)
-        c, c0, _ = _starts_ends(n, plan.b_c)
-        per_row = np.searchsorted(c0, r1, side="right")          # J < per_row[I]
-        per_col = len(r) - np.searchsorted(r1, c0, side="left")  # rows I visiting J
-        cum = np.concatenate(([0], np.cumsum(c)))
-        reads = k * (int(per_row @ r) + int(per_col @ c))
-        writes = int(r @ cum[per_row])
+    if c_mask is not None:
+        t = band_sums(m, plan.b_r, plan.b_c, *c_mask.band)
         w = min(plan.L, k)
-        R, C = int(r[0]), int(c[0])
-        return reads, writes, max(stats * R, (stats + C + w) * R + w * C)
-    r, r0, r1 = _starts_ends(m, plan.b_r)
-    w, s0, s1 = _starts_ends(k, plan.L)
-    cum = np.concatenate(([0], np.cumsum(w)))
-    if a_mask == "lower":
-        upto = np.searchsorted(s0, r1, side="right")              # strips < upto[I]
-        row_w = cum[upto]
-        per_strip = len(r) - np.searchsorted(r1, s0, side="left")
-        widest = np.full(len(r), w[0])                            # strip 0 is always read
-    else:
-        start = np.searchsorted(s1, r0, side="left")              # strips >= start[I]
-        row_w = cum[-1] - cum[start]
-        per_strip = np.searchsorted(r0, s1, side="right")
-        widest = np.where(start < len(w) - 1, w[0], w[-1])
-    reads = ceil_div(n, plan.b_c) * int(r @ row_w) + n * int(per_strip @ w)
-    C = min(plan.b_c, n)
-    peak = int(((stats + C + widest) * r + widest * C).max())
-    return reads, m * n, peak
+        R, C = min(plan.b_r, m), min(plan.b_c, n)
+        return k * (t.rows + t.cols), t.entries, max(stats * R, (stats + C + w) * R + w * C)
+    t = band_sums(m, plan.b_r, plan.L, *a_mask.band)
+    reads = ceil_div(n, plan.b_c) * t.entries + n * t.cols
+    R, C, w = min(plan.b_r, m), min(plan.b_c, n), min(plan.L, k)
+    return reads, m * n, (stats + C + w) * R + w * C
 
 
 def plan_matmul(m: int, k: int, n: int, M: int, tile=None) -> MatmulPlan:

@@ -82,7 +82,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validate import as_count
+from .._validate import as_count, as_flag
 from .layout import grid_shape, shares
 
 __all__ = ["ALGORITHMS", "BACKWARD", "ParallelCost", "as_flag", "check", "cost", "pairs",
@@ -171,14 +171,6 @@ class ParallelCost:
                             other.backward, other.grid)
 
     __hash__ = None
-
-
-def as_flag(value, name: str) -> bool:
-    """``value`` if it is a real ``bool`` (``numpy.bool_`` too), else a TypeError naming it: a
-    string such as ``"no"`` is not silently true."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
-    return bool(value)
 
 
 def check(name: str, N: int, d: int, P: int, heads: int = 1, backward: bool = False,
