@@ -224,6 +224,8 @@ def _band_cost(plan: FlashPlan, lse: int) -> IOCount:
 def _block(block):
     """``block`` as two positive ints ``(B_r, B_c)``."""
     try:
+        if isinstance(block, (str, bytes)):      # "88" would unpack letter by letter
+            raise TypeError
         B_r, B_c = block
     except (TypeError, ValueError):
         raise TypeError(f"block must be a pair (B_r, B_c), got {block!r}") from None

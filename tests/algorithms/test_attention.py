@@ -155,6 +155,8 @@ def test_block_option_is_checked():
         ioattn.plan("flash", 100, 8, 1000, block=(10, 40))
     with pytest.raises(TypeError, match=r"block must be a pair \(B_r, B_c\), got 5"):
         ioattn.plan("flash", 100, 8, 1000, block=5)
+    with pytest.raises(TypeError, match=r"block must be a pair \(B_r, B_c\), got '88'"):
+        ioattn.plan("flash", 100, 8, 1000, block="88")      # not read as ("8", "8")
     with pytest.raises(ValueError, match="B_c must be at least 1"):
         ioattn.plan("flash", 100, 8, 1000, block=(4, 0), variant="fa1")
 
