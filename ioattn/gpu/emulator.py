@@ -80,6 +80,18 @@ class EmulatorError(RuntimeError):
     """A kernel the emulator could not compile or run (the message says why)."""
 
 
+class OutOfBounds(EmulatorError):
+    """A kernel accessed memory outside its shared memory or outside an array argument: on a
+    GPU an illegal-address error at best, silent corruption at worst.
+
+    Shared memory and every array argument end at a guard page (their last byte abuts it), so
+    any access past their end faults and is reported with the buffer, the byte and the thread;
+    the few bytes between the end of shared memory and its 16-byte boundary hold a canary that a
+    write changes (and the race check, ``race_check=True``, checks every access exactly). An
+    array argument is copied into such memory for the launch and back after it.
+    """
+
+
 class SharedMemoryRace(EmulatorError):
     """Two threads of a block access one byte of shared memory, at least one of them writing
     and not both atomically, and no barrier orders the two accesses: a data race on a GPU.
@@ -171,6 +183,10 @@ class Function:
         except AttributeError:
             raise EmulatorError(f'no extern "C" __global__ kernel named {name!r}') from None
         self._set_reverse = lib.ioattn_emu_set_reverse
+        self._guard = lib.ioattn_emu_guard
+        self._guard.restype = ctypes.c_void_p
+        self._guard.argtypes = (ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t)
+        self._unguard = lib.ioattn_emu_unguard
         self.name = name
         self.max_dynamic_shared_size_bytes = DEFAULT_DYNAMIC_LIMIT
 
@@ -180,12 +196,27 @@ class Function:
         if shared_mem > limit:
             raise EmulatorError(f"{self.name}: {shared_mem} bytes of dynamic shared memory "
                                 f"requested, the limit is {limit}")
-        keep, pointers, sizes = [], [], []
+        try:
+            self._launch(grid, block, args, shared_mem)
+        finally:
+            self._unguard()
+
+    def _launch(self, grid, block, args, shared_mem):
+        keep, pointers, sizes, arrays = [], [], [], []
         for i, a in enumerate(args):
             if isinstance(a, np.ndarray):
                 if not a.flags.c_contiguous:
                     raise EmulatorError(f"{self.name}: argument {i} is not C-contiguous")
-                value = ctypes.c_void_p(a.ctypes.data)
+                where = next((w for b, w in arrays if b.ctypes.data == a.ctypes.data
+                              and b.nbytes == a.nbytes), None)    # one array passed twice
+                if where is None:
+                    where = self._guard(i, a.nbytes, _alignment(a.nbytes))
+                    if not where:
+                        raise EmulatorError(f"{self.name}: cannot map {a.nbytes} bytes for "
+                                            f"argument {i}")
+                    ctypes.memmove(where, a.ctypes.data, a.nbytes)
+                    arrays.append((a, where))
+                value = ctypes.c_void_p(where)
                 size = ctypes.sizeof(ctypes.c_void_p)
             elif isinstance(a, np.generic):
                 value = ctypes.create_string_buffer(a.tobytes(), a.nbytes)
@@ -203,10 +234,24 @@ class Function:
                          ctypes.c_size_t(int(shared_mem)), (ctypes.c_void_p * n)(*pointers),
                          (ctypes.c_size_t * n)(*sizes), ctypes.c_int(n), err,
                          ctypes.c_size_t(len(err)))
+        for a, where in arrays:
+            if a.flags.writeable:
+                ctypes.memmove(a.ctypes.data, where, a.nbytes)
         if rc == 2:
             raise SharedMemoryRace(f"{self.name}: {err.value.decode()}")
+        if rc == 3:
+            raise OutOfBounds(f"{self.name}: {err.value.decode()}")
         if rc != 0:
             raise EmulatorError(f"{self.name}: {err.value.decode()}")
+
+
+def _alignment(nbytes: int) -> int:
+    """The alignment of an array's guarded copy: the largest power of two up to 16 that divides
+    its size, so that its end abuts the guard page exactly."""
+    align = 16
+    while nbytes % align:
+        align //= 2
+    return align
 
 
 def _dims(t) -> tuple[int, int, int]:

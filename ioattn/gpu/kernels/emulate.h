@@ -27,7 +27,10 @@
 #ifndef IOATTN_RACE_RUNTIME
 
 #include <math.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -54,7 +57,9 @@
 // The race check's events (defined by the race runtime below); nothing in a normal build.
 #ifdef IOATTN_RACECHECK
 extern "C" {
-void ioattn_race_launch(const unsigned* block, void* shared, size_t bytes);
+void ioattn_race_launch(const unsigned* block, void* shared, size_t bytes, const void* lo,
+                        const void* hi);
+int ioattn_race_out_of_bounds(char* out, size_t len);
 void ioattn_race_block(unsigned x, unsigned y, unsigned z);
 void ioattn_race_current(int thread);
 void ioattn_race_syncthreads();
@@ -91,25 +96,75 @@ struct Fiber {
 #endif
 };
 
+// Memory with 1 MiB of PROT_NONE guard pages on either side, the data placed at the end of its pages so
+// that its last byte abuts the guard after it: an access past the end (or far enough before the
+// start) faults, and the fault handler of a launch (below) turns that into an error naming the
+// buffer. `align` is the data's alignment; the < align bytes between the data's end and the
+// guard ("slack") are checked otherwise (shared memory: a canary; the race check: every access).
+struct Guarded {
+    unsigned char* map = nullptr;
+    size_t map_len = 0, page = 0;
+    unsigned char* data = nullptr;
+    size_t bytes = 0;
+    std::string name;                        // "shared memory", "argument 3"
+
+    static constexpr size_t guard = size_t(1) << 20;   // PROT_NONE bytes on either side
+
+    bool allocate(size_t n, size_t align, std::string what) {
+        page = guard;                        // a multiple of the page size
+        const size_t sys = size_t(sysconf(_SC_PAGESIZE));
+        const size_t body = (n + align + sys - 1) / sys * sys;
+        map_len = body + 2 * page;
+        void* m = mmap(nullptr, map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                       -1, 0);
+        if (m == MAP_FAILED) { map = nullptr; return false; }
+        map = static_cast<unsigned char*>(m);
+        mprotect(map, page, PROT_NONE);
+        mprotect(map + page + body, page, PROT_NONE);
+        const uintptr_t end = uintptr_t(map + page + body);
+        data = reinterpret_cast<unsigned char*>((end - n) & ~uintptr_t(align - 1));
+        bytes = n;
+        name = std::move(what);
+        return true;
+    }
+    void release() {
+        if (map) munmap(map, map_len);
+        map = data = nullptr;
+    }
+    unsigned char* end() const { return map + map_len - page; }
+    size_t slack() const { return size_t(end() - data) - bytes; }
+    // Does `p` lie in a guard page of this buffer? (its offset from data in `off`)
+    bool guards(const void* p, long long& off) const {
+        const unsigned char* q = static_cast<const unsigned char*>(p);
+        if (!map || !((q >= map && q < map + page) || (q >= end() && q < map + map_len)))
+            return false;
+        off = (long long)(q - data);
+        return true;
+    }
+};
+
 struct Runtime {
     uint3 block_idx{0, 0, 0};
     dim3 block_dim, grid_dim;
     std::vector<Fiber> fibers;
     Fiber* cur = nullptr;
     ucontext_t scheduler;
-    std::vector<unsigned char> shared;
+    unsigned char* shared = nullptr;         // the block's dynamic shared memory (a Guarded)
+    size_t shared_bytes = 0;
     std::vector<uint64_t> exchange;          // one slot per thread, for shuffles
     std::function<void()> body;
     std::string error;
     bool reverse = false;                    // run the fibers of a block in reverse order
     static constexpr size_t stack_size = 256 * 1024;
     std::vector<char*> stacks;               // reused by every launch
+    Guarded shared_mem;                      // the launch's shared memory
+    std::vector<Guarded> globals;            // the launch's array arguments (emulator.py)
 
     ~Runtime() { for (char* s : stacks) delete[] s; }
 };
 
 inline Runtime& rt() { static Runtime r; return r; }
-inline unsigned char* dynamic_shared() { return rt().shared.data(); }
+inline unsigned char* dynamic_shared() { return rt().shared; }
 
 // Leave the current fiber in `state` and return to the scheduler.
 inline void yield(State state) {
@@ -147,11 +202,59 @@ inline void fail(const std::string& what) {
     }
 }
 
+// Stop the block at once with an error: the running thread returns to the scheduler for good
+// (run_block sees the error and abandons the block; the next launch starts every fiber afresh).
+[[noreturn]] inline void abort_block(const std::string& what) {
+    Runtime& r = rt();
+    fail(what);
+    Fiber* f = r.cur;
+    f->state = State::done;
+    swapcontext(&f->ctx, &r.scheduler);
+    std::abort();                            // never resumed
+}
+
+// A launch's SIGSEGV handler: a fault in a guard page of the launch's shared memory or of one of
+// its array arguments stops the block with an error naming the buffer and the byte offset; any
+// other fault goes to the handler that was there before (the process's own behaviour).
+inline struct sigaction& previous_segv() { static struct sigaction a; return a; }
+
+inline void on_segv(int sig, siginfo_t* info, void* uctx) {
+    Runtime& r = rt();
+    long long off = 0;
+    const Guarded* hit = nullptr;
+    if (r.shared_mem.guards(info->si_addr, off)) hit = &r.shared_mem;
+    for (const Guarded& g : r.globals)
+        if (!hit && g.guards(info->si_addr, off)) hit = &g;
+    if (hit && r.cur) {
+        char what[200];
+        std::snprintf(what, sizeof what, "out-of-bounds access to %s: byte %lld of a %zu-byte "
+                      "buffer, by thread (%u,%u,%u)", hit->name.c_str(), off, hit->bytes,
+                      r.cur->tid.x, r.cur->tid.y, r.cur->tid.z);
+        abort_block(what);
+    }
+    sigaction(SIGSEGV, &previous_segv(), nullptr);   // not ours: fault again, as before
+    (void)sig; (void)uctx;
+}
+
+// The bytes between the end of shared memory and its guard page hold 0xFF at the start of a
+// block; a byte changed at its end is a write past the end of shared memory.
+inline bool slack_intact() {
+    Runtime& r = rt();
+    for (size_t i = 0; i < r.shared_mem.slack(); ++i)
+        if (r.shared[r.shared_bytes + i] != 0xFF) {
+            fail("out-of-bounds access to shared memory: byte " +
+                 std::to_string(r.shared_bytes + i) + " of a " +
+                 std::to_string(r.shared_bytes) + "-byte buffer was written");
+            return false;
+        }
+    return true;
+}
+
 // Run one block to completion; false (with r.error set) on a barrier that cannot complete.
 inline bool run_block() {
     Runtime& r = rt();
     const int n = int(r.fibers.size());
-    std::fill(r.shared.begin(), r.shared.end(), (unsigned char)0xFF);
+    std::memset(r.shared, 0xFF, r.shared_bytes + r.shared_mem.slack());
     IOATTN_RACE(ioattn_race_block(r.block_idx.x, r.block_idx.y, r.block_idx.z));
     for (Fiber& f : r.fibers) {
         getcontext(&f.ctx);
@@ -171,13 +274,14 @@ inline bool run_block() {
             swapcontext(&r.scheduler, &f.ctx);
             IOATTN_RACE(ioattn_race_current(-1));
             r.cur = nullptr;
+            if (!r.error.empty()) return false;          // abort_block
         }
         int live = 0, at_block = 0, done = 0;
         for (Fiber& f : r.fibers) {
             if (f.state == State::done) ++done; else ++live;
             if (f.state == State::block_wait) ++at_block;
         }
-        if (live == 0) return true;
+        if (live == 0) return slack_intact();
         if (at_block == live) {
             if (done > 0) {
                 fail("__syncthreads() was not reached by every thread: " + std::to_string(done) +
@@ -238,25 +342,51 @@ inline int run_grid(const unsigned* grid, const unsigned* block, size_t shared_b
         f.tid = uint3{unsigned(i % block[0]), unsigned((i / block[0]) % block[1]),
                       unsigned(i / (size_t(block[0]) * block[1]))};
     }
-    r.shared.assign(shared_bytes + 16, 0);
-    IOATTN_RACE(ioattn_race_launch(block, r.shared.data(), shared_bytes));
+    // Shared memory starts 16-byte aligned (relative offsets are what WMMA's checks look at)
+    // and ends at a guard page.
+    r.shared_mem.release();
+    if (!r.shared_mem.allocate(shared_bytes, 16, "shared memory")) {
+        std::snprintf(err, errlen, "cannot map %zu bytes of shared memory", shared_bytes);
+        return 1;
+    }
+    r.shared = r.shared_mem.data;
+    r.shared_bytes = shared_bytes;
+    IOATTN_RACE(ioattn_race_launch(block, r.shared, shared_bytes, r.shared_mem.map,
+                                   r.shared_mem.map + r.shared_mem.map_len));
     r.body = std::move(body);
-    for (unsigned z = 0; z < grid[2]; ++z)
-        for (unsigned y = 0; y < grid[1]; ++y)
-            for (unsigned x = 0; x < grid[0]; ++x) {
+    struct sigaction mine {};
+    mine.sa_sigaction = on_segv;
+    mine.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&mine.sa_mask);
+    sigaction(SIGSEGV, &mine, &previous_segv());
+    int rc = 0;
+    for (unsigned z = 0; z < grid[2] && rc == 0; ++z)
+        for (unsigned y = 0; y < grid[1] && rc == 0; ++y)
+            for (unsigned x = 0; x < grid[0] && rc == 0; ++x) {
                 r.block_idx = uint3{x, y, z};
-                if (!run_block()) {
+#ifdef IOATTN_RACECHECK
+                const bool ok = run_block();
+                if (ioattn_race_out_of_bounds(err, errlen)) {   // the exact check comes first
+                    rc = 3;
+                    break;
+                }
+#else
+                const bool ok = run_block();
+#endif
+                if (!ok) {
                     std::snprintf(err, errlen, "%s", r.error.c_str());
-                    return 1;
+                    rc = r.error.rfind("out-of-bounds", 0) == 0 ? 3 : 1;
+                    break;
                 }
 #ifdef IOATTN_RACECHECK
                 if (ioattn_race_count() > 0) {          // 2: a race (SharedMemoryRace)
                     ioattn_race_message(err, errlen);
-                    return 2;
+                    rc = 2;
                 }
 #endif
             }
-    return 0;
+    sigaction(SIGSEGV, &previous_segv(), nullptr);
+    return rc;
 }
 
 template <class F, class... A, size_t... I>
@@ -413,6 +543,33 @@ struct row_major {};
 struct col_major {};
 enum layout_t { mem_row_major, mem_col_major };
 
+// The CUDA C++ Programming Guide (Warp Matrix Functions, load_matrix_sync): "mptr must be a
+// 256-bit aligned pointer pointing to the first element of the matrix in memory. ldm describes
+// the stride in elements between consecutive rows (for row major layout) or columns (for column
+// major layout) and must be a multiple of 8 for __half element type or multiple of 4 for float
+// element type. (i.e., multiple of 16 bytes in both cases)"; the same for store_matrix_sync.
+// A pointer into shared memory is checked by its offset from the start of dynamic shared
+// memory (which a kernel declares __align__(32) or more).
+template <class T>
+void check_operand(const T* p, unsigned ldm, const char* op) {
+    ioattn_emu::Runtime& r = ioattn_emu::rt();
+    const unsigned char* q = reinterpret_cast<const unsigned char*>(p);
+    const bool shared = q >= r.shared && q <= r.shared + r.shared_bytes;
+    const uintptr_t at = shared ? uintptr_t(q - r.shared) : uintptr_t(q);
+    char what[200];
+    if (at % 32) {
+        std::snprintf(what, sizeof what, "wmma::%s: the pointer (%s %zu) is not 256-bit "
+                      "(32-byte) aligned", op, shared ? "shared-memory byte" : "address",
+                      size_t(at));
+        ioattn_emu::abort_block(what);
+    }
+    if (ldm * sizeof(T) % 16) {
+        std::snprintf(what, sizeof what, "wmma::%s: ldm = %u elements of %zu bytes is not a "
+                      "multiple of 16 bytes", op, ldm, sizeof(T));
+        ioattn_emu::abort_block(what);
+    }
+}
+
 template <class Use, int m, int n, int k> struct extent;
 template <int m, int n, int k> struct extent<matrix_a, m, n, k> { static constexpr int R = m, C = k; };
 template <int m, int n, int k> struct extent<matrix_b, m, n, k> { static constexpr int R = k, C = n; };
@@ -434,6 +591,7 @@ template <class Use, int m, int n, int k, class T, class L>
 void load_matrix_sync(fragment<Use, m, n, k, T, L>& f, const std::type_identity_t<T>* p,
                       unsigned ldm) {
     static_assert(!std::is_same<Use, accumulator>::value, "accumulators take a layout_t");
+    check_operand(p, ldm, "load_matrix_sync");
     ioattn_emu::warp_barrier();
     IOATTN_RACE(ioattn_race_mode(2));
     constexpr bool row = std::is_same<L, row_major>::value;
@@ -447,6 +605,7 @@ void load_matrix_sync(fragment<Use, m, n, k, T, L>& f, const std::type_identity_
 template <int m, int n, int k, class T>
 void load_matrix_sync(fragment<accumulator, m, n, k, T, void>& f, const std::type_identity_t<T>* p, unsigned ldm,
                       layout_t layout) {
+    check_operand(p, ldm, "load_matrix_sync");
     ioattn_emu::warp_barrier();
     IOATTN_RACE(ioattn_race_mode(2));
     for (int r = 0; r < f.rows; ++r)
@@ -460,6 +619,7 @@ void load_matrix_sync(fragment<accumulator, m, n, k, T, void>& f, const std::typ
 template <int m, int n, int k, class T>
 void store_matrix_sync(T* p, const fragment<accumulator, m, n, k, T, void>& f, unsigned ldm,
                        layout_t layout) {
+    check_operand(p, ldm, "store_matrix_sync");
     ioattn_emu::warp_barrier();
     IOATTN_RACE(ioattn_race_mode(2));
     if (ioattn_emu::me().lane == 0)
@@ -500,6 +660,20 @@ void mma_sync(fragment<accumulator, m, n, k, TC, void>& d,
     }
 
 extern "C" void ioattn_emu_set_reverse(int reverse) { ioattn_emu::rt().reverse = reverse != 0; }
+
+// The array arguments of the next launch, each in guarded memory (emulator.py copies an array
+// in before the launch and back after it): ioattn_emu_guard returns where argument `arg` of
+// `bytes` bytes goes, aligned to `align`; ioattn_emu_unguard frees them all.
+extern "C" void* ioattn_emu_guard(int arg, size_t bytes, size_t align) {
+    ioattn_emu::Guarded g;
+    if (!g.allocate(bytes, align, "argument " + std::to_string(arg))) return nullptr;
+    ioattn_emu::rt().globals.push_back(g);
+    return g.data;
+}
+extern "C" void ioattn_emu_unguard() {
+    for (ioattn_emu::Guarded& g : ioattn_emu::rt().globals) g.release();
+    ioattn_emu::rt().globals.clear();
+}
 
 #else  // IOATTN_RACE_RUNTIME
 // ---------------------------------------------------------------------------------------------
@@ -576,6 +750,9 @@ struct Race {
 struct Checker {
     uintptr_t base = 0;
     size_t size = 0;                  // the shared memory checked: [base, base + size)
+    size_t bytes = 0;                 // the shared memory's size
+    uintptr_t lo = 0, hi = 0;         // its mapping: an access there outside it is out of bounds
+    char oob[256] = {0};              // the first out-of-bounds access of the launch
     Summary* shadow = nullptr;        // three per byte: READ, WRITE, ATOMIC
     size_t capacity = 0;
     int threads = 0;
@@ -659,8 +836,20 @@ void report(size_t byte, size_t start, size_t size, int earlier, int earlier_kin
 // Check, then record, every byte of an access of `len` bytes at `p` by the running thread.
 inline void access(const volatile void* p, size_t len, int kind) {
     const uintptr_t off = uintptr_t(p) - C.base;
+    if (C.cur >= 0 && uintptr_t(p) + len > C.lo && uintptr_t(p) < C.hi &&
+        (uintptr_t(p) < C.base || off + len > C.bytes)) {
+        if (!C.oob[0]) {
+            const unsigned i = unsigned(C.cur);
+            std::snprintf(C.oob, sizeof C.oob, "out-of-bounds access to shared memory: a "
+                          "%zu-byte %s at byte %lld of a %zu-byte buffer, by thread (%u,%u,%u) "
+                          "of block (%u,%u,%u)", len, kind == READ ? "read" : "write",
+                          (long long)(intptr_t(p) - intptr_t(C.base)), C.bytes, i % C.dim[0],
+                          (i / C.dim[0]) % C.dim[1], i / (C.dim[0] * C.dim[1]), C.block[0],
+                          C.block[1], C.block[2]);
+        }
+        return;
+    }
     if (off >= C.size || C.cur < 0 || C.full) return;
-    if (len > C.size - off) len = C.size - off;
     if (C.mode == ATOMICS) kind = ATOMIC;
     const int w = C.cur / 32;
     const bool wmma = C.mode == WMMA;
@@ -696,7 +885,10 @@ int describe(char* out, size_t len, int who) {
 
 extern "C" {
 
-void ioattn_race_launch(const unsigned* block, void* shared, size_t bytes) {
+void ioattn_race_launch(const unsigned* block, void* shared, size_t bytes, const void* lo,
+                        const void* hi) {
+    C.lo = uintptr_t(lo), C.hi = uintptr_t(hi), C.bytes = bytes;
+    C.oob[0] = 0;
     if (3 * bytes > C.capacity) {
         std::free(C.shadow);
         C.shadow = static_cast<Summary*>(std::calloc(3 * bytes, sizeof(Summary)));
@@ -737,6 +929,12 @@ void ioattn_race_exit(int thread) {
 void ioattn_race_mode(int mode) { C.mode = mode; }
 
 int ioattn_race_count() { return C.count; }
+
+int ioattn_race_out_of_bounds(char* out, size_t len) {
+    if (!C.oob[0]) return 0;
+    std::snprintf(out, len, "%s", C.oob);
+    return 1;
+}
 
 void ioattn_race_message(char* out, size_t len) {
     static const char* const now[] = {"reads", "writes", "updates atomically"};
