@@ -54,8 +54,8 @@ def forward(be, plan, Q, K, V, O, L, io, *, scale, causal, save_lse, dtype, coun
     xp = be.xp
     BH, N, d = Q.shape
     check_heads(BH, "square_tiling")
-    S = xp.empty((BH, N, N), dtype=xp.float32)
-    m = xp.empty((BH, N), dtype=xp.float32)
+    S = be.scratch("S", (BH, N, N), xp.float32)
+    m = be.scratch("m", (BH, N), xp.float32)
     p1, p2 = plan.phase1, plan.phase2
     scores = be.function(FILE, "square_tiling_scores", count_io)
     output = be.function(FILE, "square_tiling_output", count_io)

@@ -59,8 +59,8 @@ def forward(be, plan, Q, K, V, O, L, io, *, scale, causal, save_lse, dtype, coun
     xp = be.xp
     BH, N, d = Q.shape
     check_heads(BH, "standard")
-    S = xp.empty((BH, N, N), dtype=xp.float32)
-    P = xp.empty((BH, N, N), dtype=xp.float32)
+    S = be.scratch("S", (BH, N, N), xp.float32)
+    P = be.scratch("P", (BH, N, N), xp.float32)
     scores = _product(be, count_io, Q, K, S, plan.scores, BH, True, scale, io)
     output = _product(be, count_io, P, V, O, plan.output, BH, False, 1.0, io)
     i32 = np.int32
