@@ -45,11 +45,22 @@ class Backend:
                 function.max_dynamic_shared_size_bytes = int(shared_mem)
                 opted[0] = int(shared_mem)
             function(tuple(grid), tuple(block), tuple(args), shared_mem=int(shared_mem))
+            self._log().extend(getattr(function, "accesses", ()))
 
         return launch
 
     def synchronize(self) -> None:
         """Wait for every launched kernel to finish."""
+
+    def take_accesses(self) -> tuple:
+        """The per-site request counts the launches since the last call recorded (the
+        emulator's race-check build records them), and forget them."""
+        out = tuple(self._log())
+        self._log().clear()
+        return out
+
+    def _log(self) -> list:
+        return self.__dict__.setdefault("_access_log", [])
 
     #: While :meth:`shared_scratch` is active: scratch arrays by (tag, shape, dtype).
     _scratch = None

@@ -12,8 +12,12 @@
 //     reads the old value when the writer runs later: such a race changes the result;
 //   * dynamic shared memory starts as NaN bytes at every block, so reading an entry before it is
 //     written shows up.
-// What it cannot show: timing, bank conflicts, occupancy, and the behaviour of races that happen
-// to be harmless in the orders it tries.
+//   * shared memory and every array argument end at a guard page: an out-of-bounds access stops
+//     the launch with an error naming the buffer (see Guarded below).
+// What it cannot show: timing, occupancy, and the behaviour of races that happen to be harmless
+// in the orders it tries. The race-check build also counts, per instruction site, the
+// shared-memory wavefronts (bank conflicts) and global sectors of every warp request (see
+// "Warp-level access counts" below); WMMA operations are not among them.
 //
 // The race check (a build with -DIOATTN_RACECHECK, ioattn/gpu/emulator.py) finds those too: the
 // kernel is compiled with g++ -fsanitize=thread, which calls __tsan_read4(p), __tsan_write8(p),
@@ -60,6 +64,8 @@ extern "C" {
 void ioattn_race_launch(const unsigned* block, void* shared, size_t bytes, const void* lo,
                         const void* hi);
 int ioattn_race_out_of_bounds(char* out, size_t len);
+void ioattn_race_global(const void* lo, size_t bytes, int arg);
+void ioattn_race_flush();
 void ioattn_race_block(unsigned x, unsigned y, unsigned z);
 void ioattn_race_current(int thread);
 void ioattn_race_syncthreads();
@@ -366,6 +372,7 @@ inline int run_grid(const unsigned* grid, const unsigned* block, size_t shared_b
                 r.block_idx = uint3{x, y, z};
 #ifdef IOATTN_RACECHECK
                 const bool ok = run_block();
+                ioattn_race_flush();                     // the block's last warp accesses
                 if (ioattn_race_out_of_bounds(err, errlen)) {   // the exact check comes first
                     rc = 3;
                     break;
@@ -668,11 +675,13 @@ extern "C" void* ioattn_emu_guard(int arg, size_t bytes, size_t align) {
     ioattn_emu::Guarded g;
     if (!g.allocate(bytes, align, "argument " + std::to_string(arg))) return nullptr;
     ioattn_emu::rt().globals.push_back(g);
+    IOATTN_RACE(ioattn_race_global(g.data, bytes, arg));
     return g.data;
 }
 extern "C" void ioattn_emu_unguard() {
     for (ioattn_emu::Guarded& g : ioattn_emu::rt().globals) g.release();
     ioattn_emu::rt().globals.clear();
+    IOATTN_RACE(ioattn_race_global(nullptr, 0, -1));
 }
 
 #else  // IOATTN_RACE_RUNTIME
@@ -712,6 +721,8 @@ extern "C" void ioattn_emu_unguard() {
 // (Another warp's access always qualifies; in the same warp, one at the current epoch or by a
 // lane that exited after it.) A __syncthreads starts a new interval: the record is emptied in
 // O(1) by a generation number.
+#include <dlfcn.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -833,9 +844,193 @@ void report(size_t byte, size_t start, size_t size, int earlier, int earlier_kin
     if (C.count == MAX_RACES) C.full = true;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Warp-level access counts (the race-check build). Every load and store the instrumentation
+// reports is a lane's part of one warp instruction: lane l's k-th execution of instruction site
+// s (the hook's return address) belongs to the warp request (warp, s, k), as SIMT execution
+// pairs them (for loops whose lanes run different numbers of iterations, iteration k with
+// iteration k). At every __syncthreads and at the end of a block the requests so far are
+// complete and are counted, per site:
+//   * shared memory: the wavefronts of the request. 32 banks of 4-byte words, word w in bank
+//     w mod 32 (CUDA C++ Programming Guide, "Shared Memory" of Compute Capability 5.x and
+//     later: "successive 32-bit words map to successive banks"; lanes that access the same
+//     32-bit word do not conflict: a read is broadcast). Accesses of 8 bytes are processed one
+//     half-warp at a time and of 16 bytes one quarter-warp at a time (the lanes l with the same
+//     l / 16, or l / 8); 1- to 4-byte accesses by the whole warp at once. A phase takes as many
+//     wavefronts as the most distinct words it touches in one bank (at least one), the request
+//     the sum over its phases: 1 for 32 lanes reading 32 consecutive floats or one float, 2 for
+//     stride 2, 32 for stride 32; 4 for 32 consecutive float4.
+//   * global memory (an array argument): the 32-byte sectors the request's bytes touch,
+//     counted from the array's start (allocations are 256-byte aligned on a GPU).
+namespace counts {
+
+struct Rec {
+    uint64_t site;
+    uint32_t warp, k;
+    uint32_t lane, size;
+    uint64_t off;                     // byte offset in its buffer
+    int32_t buffer;                   // -1: shared memory, else the argument's index
+};
+
+struct Site {                         // one (site, space) total
+    uint64_t site;
+    int32_t shared;
+    uint64_t requests, wavefronts, sectors, accesses;
+};
+
+struct Buffer { uintptr_t lo; size_t bytes; int arg; };
+
+Rec* recs = nullptr;
+size_t n_recs = 0, cap_recs = 0;
+Site* sites = nullptr;
+size_t n_sites = 0, cap_sites = 0;
+Buffer buffers[64];
+int n_buffers = 0;
+bool on = false;
+
+// occurrences per (thread, site): open addressing, emptied at every flush
+struct Occ { uint64_t key; uint32_t count; };
+Occ* occ = nullptr;
+size_t cap_occ = 0, n_occ = 0;
+
+uint32_t occurrence(uint64_t site, uint32_t thread) {
+    if (2 * (n_occ + 1) > cap_occ) {
+        const size_t old = cap_occ;
+        Occ* prev = occ;
+        cap_occ = cap_occ ? 2 * cap_occ : 4096;
+        occ = static_cast<Occ*>(std::calloc(cap_occ, sizeof(Occ)));
+        n_occ = 0;
+        for (size_t i = 0; i < old; ++i)
+            if (prev[i].key) {
+                size_t h = (prev[i].key * 0x9E3779B97F4A7C15ull) & (cap_occ - 1);
+                while (occ[h].key) h = (h + 1) & (cap_occ - 1);
+                occ[h] = prev[i];
+                ++n_occ;
+            }
+        std::free(prev);
+    }
+    const uint64_t key = (site << 11) ^ (uint64_t(thread) + 1);
+    size_t h = (key * 0x9E3779B97F4A7C15ull) & (cap_occ - 1);
+    while (occ[h].key && occ[h].key != key) h = (h + 1) & (cap_occ - 1);
+    if (!occ[h].key) { occ[h].key = key; ++n_occ; }
+    return occ[h].count++;
+}
+
+void add(uint64_t site, uint32_t thread, uint64_t off, uint32_t size, int32_t buffer) {
+    if (n_recs == cap_recs) {
+        cap_recs = cap_recs ? 2 * cap_recs : 1 << 16;
+        recs = static_cast<Rec*>(std::realloc(recs, cap_recs * sizeof(Rec)));
+    }
+    recs[n_recs++] = Rec{site ^ (buffer < 0 ? 0 : 1ull << 63), thread / 32,
+                         occurrence(site, thread), thread % 32, size, off, buffer};
+}
+
+int by_request(const void* a, const void* b) {
+    const Rec& x = *static_cast<const Rec*>(a);
+    const Rec& y = *static_cast<const Rec*>(b);
+    if (x.site != y.site) return x.site < y.site ? -1 : 1;
+    if (x.warp != y.warp) return x.warp < y.warp ? -1 : 1;
+    if (x.k != y.k) return x.k < y.k ? -1 : 1;
+    if (x.lane != y.lane) return x.lane < y.lane ? -1 : 1;
+    return x.off < y.off ? -1 : x.off > y.off;
+}
+
+Site& site_of(uint64_t site, int shared) {
+    for (size_t i = 0; i < n_sites; ++i)
+        if (sites[i].site == site && sites[i].shared == shared) return sites[i];
+    if (n_sites == cap_sites) {
+        cap_sites = cap_sites ? 2 * cap_sites : 64;
+        sites = static_cast<Site*>(std::realloc(sites, cap_sites * sizeof(Site)));
+    }
+    sites[n_sites] = Site{site, shared, 0, 0, 0, 0};
+    return sites[n_sites++];
+}
+
+// The wavefronts of one shared-memory request: records [a, b) of one (site, warp, k).
+uint64_t wavefronts(const Rec* a, const Rec* b) {
+    uint32_t size = 0;
+    for (const Rec* r = a; r < b; ++r) size = r->size > size ? r->size : size;
+    const uint32_t group = size > 8 ? 8 : size > 4 ? 16 : 32;   // lanes per phase
+    uint64_t total = 0;
+    for (uint32_t first = 0; first < 32; first += group) {
+        uint64_t words[32 * 4];                 // distinct words of the phase
+        int n = 0;
+        for (const Rec* r = a; r < b; ++r) {
+            if (r->lane < first || r->lane >= first + group) continue;
+            for (uint64_t w = r->off / 4; w <= (r->off + r->size - 1) / 4; ++w) {
+                bool seen = false;
+                for (int i = 0; i < n && !seen; ++i) seen = words[i] == w;
+                if (!seen && n < 32 * 4) words[n++] = w;
+            }
+        }
+        if (n == 0) continue;
+        int per_bank[32] = {0}, most = 0;
+        for (int i = 0; i < n; ++i) {
+            const int c = ++per_bank[words[i] % 32];
+            most = c > most ? c : most;
+        }
+        total += uint64_t(most);
+    }
+    return total;
+}
+
+// The 32-byte sectors of one global request.
+uint64_t sectors(const Rec* a, const Rec* b) {
+    uint64_t seen[32 * 4];
+    int n = 0;
+    for (const Rec* r = a; r < b; ++r)
+        for (uint64_t s = r->off / 32; s <= (r->off + r->size - 1) / 32; ++s) {
+            const uint64_t key = (uint64_t(r->buffer) << 48) ^ s;
+            bool dup = false;
+            for (int i = 0; i < n && !dup; ++i) dup = seen[i] == key;
+            if (!dup && n < 32 * 4) seen[n++] = key;
+        }
+    return uint64_t(n);
+}
+
+void flush() {
+    if (n_recs) {
+        std::qsort(recs, n_recs, sizeof(Rec), by_request);
+        for (size_t i = 0; i < n_recs;) {
+            size_t j = i;
+            while (j < n_recs && recs[j].site == recs[i].site && recs[j].warp == recs[i].warp &&
+                   recs[j].k == recs[i].k)
+                ++j;
+            const bool shared = recs[i].buffer < 0;
+            Site& s = site_of(recs[i].site & ~(1ull << 63), shared);
+            s.requests += 1;
+            s.accesses += j - i;
+            if (shared) s.wavefronts += wavefronts(recs + i, recs + j);
+            else s.sectors += sectors(recs + i, recs + j);
+            i = j;
+        }
+    }
+    n_recs = 0;
+    if (occ) std::memset(occ, 0, cap_occ * sizeof(Occ));
+    n_occ = 0;
+}
+
+void record(const volatile void* p, size_t len, uint64_t site, int thread, uintptr_t base,
+            size_t shared_bytes) {
+    const uintptr_t a = uintptr_t(p);
+    if (a >= base && a + len <= base + shared_bytes) {
+        add(site, uint32_t(thread), a - base, uint32_t(len), -1);
+        return;
+    }
+    for (int i = 0; i < n_buffers; ++i)
+        if (a >= buffers[i].lo && a + len <= buffers[i].lo + buffers[i].bytes) {
+            add(site, uint32_t(thread), a - buffers[i].lo, uint32_t(len), buffers[i].arg);
+            return;
+        }
+}
+
+}  // namespace counts
+
 // Check, then record, every byte of an access of `len` bytes at `p` by the running thread.
-inline void access(const volatile void* p, size_t len, int kind) {
+inline void access(const volatile void* p, size_t len, int kind, uint64_t site = 0) {
     const uintptr_t off = uintptr_t(p) - C.base;
+    if (counts::on && C.cur >= 0 && site && C.mode == PLAIN)
+        counts::record(p, len, site, C.cur, C.base, C.bytes);
     if (C.cur >= 0 && uintptr_t(p) + len > C.lo && uintptr_t(p) < C.hi &&
         (uintptr_t(p) < C.base || off + len > C.bytes)) {
         if (!C.oob[0]) {
@@ -915,6 +1110,7 @@ void ioattn_race_block(unsigned x, unsigned y, unsigned z) {
 void ioattn_race_current(int thread) { C.cur = thread; }
 
 void ioattn_race_syncthreads() {
+    counts::flush();
     next_interval();
     ++C.syncthreads;
 }
@@ -929,6 +1125,29 @@ void ioattn_race_exit(int thread) {
 void ioattn_race_mode(int mode) { C.mode = mode; }
 
 int ioattn_race_count() { return C.count; }
+
+void ioattn_race_global(const void* lo, size_t bytes, int arg) {
+    if (lo == nullptr) { counts::n_buffers = 0; return; }     // the launch's arrays are freed
+    if (counts::n_buffers < 64)
+        counts::buffers[counts::n_buffers++] = counts::Buffer{uintptr_t(lo), bytes, arg};
+}
+
+void ioattn_race_flush() { counts::flush(); }
+
+// The counts (Python, emulator.py): on/off, and the table since the last reset.
+void ioattn_race_counts(int enable) {
+    counts::flush();
+    counts::on = enable != 0;
+    counts::n_sites = 0;
+}
+size_t ioattn_race_sites() { counts::flush(); return counts::n_sites; }
+void ioattn_race_site(size_t i, uint64_t* out) {      // site, shared, requests, wavefronts,
+    const counts::Site& s = counts::sites[i];         // sectors, accesses
+    Dl_info info;                                     // the site as an offset in the library
+    out[0] = dladdr(reinterpret_cast<void*>(s.site), &info) && info.dli_fbase
+                 ? s.site - uint64_t(uintptr_t(info.dli_fbase)) : s.site; out[1] = uint64_t(s.shared); out[2] = s.requests; out[3] = s.wavefronts;
+    out[4] = s.sectors; out[5] = s.accesses;
+}
 
 int ioattn_race_out_of_bounds(char* out, size_t len) {
     if (!C.oob[0]) return 0;
@@ -977,11 +1196,12 @@ void __tsan_vptr_read(void**) {}
 void __tsan_read_range(void* p, unsigned long n) { access(p, n, READ); }
 void __tsan_write_range(void* p, unsigned long n) { access(p, n, WRITE); }
 
+#define SITE uint64_t(uintptr_t(__builtin_return_address(0)))
 #define IOATTN_TSAN_ACCESS(n)                                                                  \
-    void __tsan_read##n(void* p) { access(p, n, READ); }                                       \
-    void __tsan_write##n(void* p) { access(p, n, WRITE); }                                     \
-    void __tsan_unaligned_read##n(void* p) { access(p, n, READ); }                             \
-    void __tsan_unaligned_write##n(void* p) { access(p, n, WRITE); }                           \
+    void __tsan_read##n(void* p) { access(p, n, READ, SITE); }                                 \
+    void __tsan_write##n(void* p) { access(p, n, WRITE, SITE); }                               \
+    void __tsan_unaligned_read##n(void* p) { access(p, n, READ, SITE); }                       \
+    void __tsan_unaligned_write##n(void* p) { access(p, n, WRITE, SITE); }                     \
     void __tsan_volatile_read##n(void* p) { access(p, n, READ); }                              \
     void __tsan_volatile_write##n(void* p) { access(p, n, WRITE); }
 IOATTN_TSAN_ACCESS(1)
@@ -990,6 +1210,7 @@ IOATTN_TSAN_ACCESS(4)
 IOATTN_TSAN_ACCESS(8)
 IOATTN_TSAN_ACCESS(16)
 #undef IOATTN_TSAN_ACCESS
+#undef SITE
 
 // C++ atomics of the kernel's translation unit (a static's guard, say), done for real. On shared
 // memory they are recorded as atomic accesses.
