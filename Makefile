@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # Playwright drives the system's chromium; it must never download a browser of its own.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
-.PHONY: test book notebooks chromium bench bench-tests test-gpu bench-gpu clean
+.PHONY: test book notebooks chromium bench bench-tests test-gpu bench-gpu gpu-check clean
 
 $(STAMP): pyproject.toml requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -88,3 +88,11 @@ bench-gpu: $(GPU_DEPS)
 
 clean:
 	rm -rf _build $(VENV)
+
+# On a machine with an NVIDIA GPU, in at most 8 minutes: the GPU tests, compute-sanitizer's
+# memcheck and racecheck on one small launch of every kernel (skipped, saying so, without the
+# tool) and a quick benchmark, every log in benchmarks/results/gpu-check-<gpu>-<date>/
+# (ioattn/gpu/check.py). With no package registry: `make gpu-check PYTHON_BIN=python3`.
+CHECK_ARGS ?=
+gpu-check: $(GPU_DEPS)
+	$(GPU_RUN) -m ioattn.gpu.check $(CHECK_ARGS)

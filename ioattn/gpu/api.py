@@ -66,6 +66,10 @@ class GPUResult:
     heads: int = 1
     dtype: str = "float32"
     backend: str = "cuda"
+    #: With ``backend="emulator-racecheck"``: every kernel's warp-level requests per instruction
+    #: site (:class:`ioattn.gpu.emulator.SiteCount`: shared-memory wavefronts, global sectors)
+    #: of the last launch; empty on the other backends.
+    accesses: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -235,10 +239,13 @@ def prepare(name: str, Q, K, V, *, M: int | None = None, block=None, causal: boo
             reads, writes = (int(v) for v in be.to_host(io))
             counted = IOCount(reads=reads, writes=writes, peak=the_plan.footprint)
         lse = L.reshape(*lead, N) if save_lse else None
-        return GPUResult(O.reshape(*lead, N, d), counted, the_plan, lse, BH, dtype, be.name)
+        return GPUResult(O.reshape(*lead, N, d), counted, the_plan, lse, BH, dtype, be.name,
+                         be.take_accesses())
 
     def launch():
-        io.fill(0)
+        if count_io:                 # else nothing reads io: no extra kernel per launch
+            io.fill(0)
+        be.take_accesses()
         go()
 
     return Launch(be, launch, finish)

@@ -9,6 +9,7 @@ The host code of each algorithm is written once against this interface.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from functools import lru_cache
 
 import numpy as np
@@ -37,16 +38,54 @@ class Backend:
         ``count_io``, as a callable ``(grid, block, args, shared_mem)``."""
         module = self._module(file, count_io)
         function = module.get_function(kernel)
+        opted = [DEFAULT_DYNAMIC_LIMIT]      # the opt-in set so far (one cuFuncSetAttribute)
 
         def launch(grid, block, args, shared_mem=0):
-            if shared_mem > DEFAULT_DYNAMIC_LIMIT:
+            if shared_mem > opted[0]:
                 function.max_dynamic_shared_size_bytes = int(shared_mem)
+                opted[0] = int(shared_mem)
             function(tuple(grid), tuple(block), tuple(args), shared_mem=int(shared_mem))
+            self._log().extend(getattr(function, "accesses", ()))
 
         return launch
 
     def synchronize(self) -> None:
         """Wait for every launched kernel to finish."""
+
+    def take_accesses(self) -> tuple:
+        """The per-site request counts the launches since the last call recorded (the
+        emulator's race-check build records them), and forget them."""
+        out = tuple(self._log())
+        self._log().clear()
+        return out
+
+    def _log(self) -> list:
+        return self.__dict__.setdefault("_access_log", [])
+
+    #: While :meth:`shared_scratch` is active: scratch arrays by (tag, shape, dtype).
+    _scratch = None
+
+    def scratch(self, tag: str, shape: tuple, dtype):
+        """An uninitialised array for a kernel's scratch (``S`` and ``P`` of the materialising
+        algorithms): a new one, or inside :meth:`shared_scratch` the one every launch prepared
+        there with the same ``tag``, shape and dtype shares (launches on one stream run one
+        after another, so they may)."""
+        if self._scratch is None:
+            return self.xp.empty(shape, dtype=dtype)
+        key = (tag, tuple(shape), np.dtype(dtype).str)
+        if key not in self._scratch:
+            self._scratch[key] = self.xp.empty(shape, dtype=dtype)
+        return self._scratch[key]
+
+    @contextmanager
+    def shared_scratch(self):
+        """Within the block, launches prepared share their scratch (:meth:`scratch`): the
+        benchmark's input sets then hold one ``N x N`` scratch, not one each."""
+        self._scratch = {}
+        try:
+            yield self
+        finally:
+            self._scratch = None
 
     def to_host(self, x) -> np.ndarray:
         """``x`` as a NumPy array."""

@@ -32,7 +32,7 @@ import numpy as np
 from ..algorithms.base import ceil_div
 from ..api import min_M as least_M
 from ..api import plan as make_plan
-from .plans import SharedMemoryExceeded, check_fits, square_block
+from .plans import MAX_GRID_Y, SharedMemoryExceeded, check_fits, check_heads, square_block
 
 __all__ = ["FILE", "THREADS", "plan", "backward", "square_block"]
 
@@ -43,7 +43,7 @@ FILE = "flash_backward.cu"
 THREADS = 256
 
 #: CUDA's limit on ``gridDim.y``, the batch x head index.
-MAX_HEADS = 65535
+MAX_HEADS = MAX_GRID_Y
 
 
 def _footprint(d: int, B_r: int, B_c: int) -> int:
@@ -110,8 +110,7 @@ def backward(be, plan, Q, K, V, O, dO, L, dQ, dK, dV, io, *, scale: float,
     if plan.mask is not None:
         raise ValueError("the flash backward kernels are dense: masks are not supported")
     BH, N, d = Q.shape
-    if BH > MAX_HEADS:
-        raise ValueError(f"at most {MAX_HEADS} batch x heads per launch, got {BH}")
+    check_heads(BH, "flash backward")
     xp = be.xp
     D = xp.empty((BH, N), dtype=xp.float32)
     preprocess = be.function(FILE, "flash_backward_preprocess", count_io)

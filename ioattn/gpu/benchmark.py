@@ -18,9 +18,14 @@ configuration
 
 it reports
 
-- ``time``: CUDA events (``cupy.cuda.Event``) around one forward pass, after warm-up launches, the
-  median of many, rotating among several input sets so that the L2 cache does not keep the
-  inputs of the previous launch;
+- ``time``: CUDA events (``cupy.cuda.Event``) around :data:`PER_EVENT` forward passes launched
+  back to back (nothing else in the window: no counter reset, no attribute call), divided by
+  their number, after warm-up launches; the median of many, rotating among several input sets
+  so that the L2 cache does not keep the inputs of the previous launch (the input sets of a
+  kernel share one scratch, :meth:`ioattn.gpu.backend.Backend.shared_scratch`);
+- ``error``: every timed output (each input set's) against a float64 reference on 16 rows of
+  the first and the last head; above :data:`TOLERANCE` for its dtype the row's status is
+  ``failed`` and its time counts toward no target;
 - ``TFLOP/s``: ``4 N^2 d`` floating-point operations per head
   (:func:`ioattn.roofline.attention_flops`: two ``N x N x d`` products, two per multiply-add; the
   exponentials and the softmax are not counted) over the time; a causal pass counts half;
@@ -109,6 +114,14 @@ CONFIGS = [
     ("cupy materialised", "float32"),
     ("torch sdpa", "float32"), ("torch sdpa", "bfloat16"),
 ]
+
+#: Launches back to back between the two events of one timing.
+PER_EVENT = 10
+
+#: The relative error (Frobenius norm, on the rows :func:`check_rows` picks) a timed output may
+#: have against the float64 reference, per storage dtype: float32 products of ``d`` terms and a
+#: softmax over ``N``; float16 (11 significant bits) and bfloat16 (8) inputs rounded once.
+TOLERANCE = {"float32": 1e-4, "float16": 1e-2, "bfloat16": 4e-2}
 
 #: The ioattn kernels among the configurations.
 KERNEL_IMPLS = ("flash", "square_tiling", "standard")
@@ -217,7 +230,8 @@ def targets(rows: list[dict], gpu_name: str) -> list[dict]:
     def time_of(impl, dtype, N, d, heads=None):
         for r in rows:
             if (r["impl"], r["dtype"], r["N"], r["d"]) == (impl, dtype, N, d) \
-                    and (heads is None or r["heads"] == heads) and r.get("time_ms"):
+                    and (heads is None or r["heads"] == heads) and r.get("time_ms") \
+                    and not failed(r):
                 return r["time_ms"]
         return None
 
@@ -495,33 +509,45 @@ class Device:
             except Exception:
                 pass
 
-    def time(self, calls, *, warmup: int, reps: int, max_seconds: float) -> tuple[float, int]:
-        """Median milliseconds of one call, cycling through ``calls`` (one per input set), and
-        the number of timed calls: ``warmup`` untimed calls, then ``reps`` timed ones (fewer,
-        but at least 5, when they take longer than ``max_seconds`` in all)."""
+    def time(self, calls, *, warmup: int, reps: int, max_seconds: float,
+             per_event: int = PER_EVENT) -> tuple[float, int]:
+        """Median milliseconds of one call and the number of timed calls: ``warmup`` untimed
+        calls, then ``reps`` timings (fewer, but at least 5, when they take longer than
+        ``max_seconds`` in all), each of ``per_event`` calls back to back between two events,
+        cycling through ``calls`` (one per input set), so that nothing but the launches lies in
+        the timed window and the launch overhead of the host overlaps the kernels."""
         for i in range(warmup):
             calls[i % len(calls)]()
         self.synchronize()
         times = []
         start = time.perf_counter()
-        if self.backend == "cuda":
-            cupy = self.xp
-            begin, end = cupy.cuda.Event(), cupy.cuda.Event()
-        for i in range(reps):
-            call = calls[i % len(calls)]
-            if self.backend == "cuda":
-                begin.record()
+        k = 0
+        for _ in range(reps):
+            group = [calls[(k + j) % len(calls)] for j in range(per_event)]
+            k += per_event
+            begin = self.mark()
+            for call in group:
                 call()
-                end.record()
-                end.synchronize()
-                times.append(cupy.cuda.get_elapsed_time(begin, end))
-            else:
-                t0 = time.perf_counter()
-                call()
-                times.append(1e3 * (time.perf_counter() - t0))
+            end = self.mark()
+            times.append(self.elapsed_ms(begin, end) / per_event)
             if len(times) >= 5 and time.perf_counter() - start > max_seconds:
                 break
-        return statistics.median(times), len(times)
+        return statistics.median(times), per_event * len(times)
+
+    def mark(self):
+        """A point in the device's timeline: a recorded CUDA event, or the host's clock."""
+        if self.backend == "cuda":
+            event = self.xp.cuda.Event()
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def elapsed_ms(self, begin, end) -> float:
+        """Milliseconds between two :meth:`mark` points (waits for the second)."""
+        if self.backend == "cuda":
+            end.synchronize()
+            return float(self.xp.cuda.get_elapsed_time(begin, end))
+        return 1e3 * (end - begin)
 
     def live_bytes(self) -> int:
         """Bytes currently allocated by CuPy (0 on the emulator)."""
@@ -627,6 +653,58 @@ def _to_torch(torch, x):
         return torch.as_tensor(x, device="cuda")
 
 
+def _ends(x) -> np.ndarray:
+    """The first and the last head of a ``(..., N, d)`` array, on the host: ``(2, N, d)``."""
+    x = x.reshape(-1, *x.shape[-2:])[[0, -1]]
+    return np.asarray(x.get() if hasattr(x, "get") else x)
+
+
+def check_rows(N: int, count: int = 16) -> np.ndarray:
+    """The query rows whose outputs are checked: ``count`` spread over ``0 .. N-1``."""
+    return np.unique(np.linspace(0, N - 1, min(count, N)).round().astype(int))
+
+
+def reference_rows(Q, K, V, scale: float, rows) -> np.ndarray:
+    """``softmax(scale Q K^T) V`` in float64 on the host for ``rows`` of the first and the last
+    head of ``(..., N, d)`` inputs: shape ``(2, len(rows), d)``."""
+    Q, K, V = (np.asarray(x, dtype=np.float64).reshape(-1, *np.shape(x)[-2:]) for x in (Q, K, V))
+    out = []
+    for h in (0, Q.shape[0] - 1):
+        S = scale * Q[h, rows] @ K[h].T
+        P = np.exp(S - S.max(axis=1, keepdims=True))
+        out.append((P / P.sum(axis=1, keepdims=True)) @ V[h])
+    return np.stack(out)
+
+
+def output_error(out, ref, rows) -> float:
+    """The relative error of ``out`` (``(..., N, d)``, on the host) on the reference's rows."""
+    out = np.asarray(out, dtype=np.float64)
+    out = out.reshape(-1, *out.shape[-2:])
+    got = np.stack([out[0, rows], out[-1, rows]])
+    if not np.isfinite(got).all():
+        return math.inf
+    return float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+
+
+def verify(row: dict, outputs, sets_host, scale: float) -> None:
+    """Compare every timed output (one per input set, host arrays) with the float64
+    reference; record the largest error in ``row["error"]`` and mark the row failed when it
+    exceeds :data:`TOLERANCE` for the row's dtype (its time then counts toward no target)."""
+    rows = check_rows(row["N"])
+    worst = 0.0
+    for out, (Q, K, V) in zip(outputs, sets_host):
+        worst = max(worst, output_error(out, reference_rows(Q, K, V, scale, rows), rows))
+    row["error"] = worst
+    tol = TOLERANCE[row["dtype"]]
+    if not worst <= tol:
+        row["status"] = f"failed: output differs from the reference (error {worst:.2e} > {tol:g})"
+
+
+def failed(row: dict) -> bool:
+    """Whether a row's output did not match the reference."""
+    return str(row.get("status", "")).startswith("failed")
+
+
 def bench_row(dev, impl, dtype, N, d, batch, heads, args, n_sets) -> dict:
     """One configuration at one size: time, counted traffic and extra memory."""
     import ioattn.gpu as g
@@ -634,23 +712,31 @@ def bench_row(dev, impl, dtype, N, d, batch, heads, args, n_sets) -> dict:
     row = {"impl": impl, "dtype": dtype, "N": N, "d": d, "batch": batch, "heads": heads,
            "causal": False, "time_ms": None, "tflops": None, "reads": None, "writes": None,
            "counted_bytes": None, "gbps": None, "extra_bytes": None, "plan": None,
-           "plan_options": None, "reps": None, "input_sets": n_sets, "status": "ok"}
+           "plan_options": None, "reps": None, "input_sets": n_sets, "error": None,
+           "status": "ok"}
     shape = (batch, heads, N, d)
     BH = batch * heads
     dev.free()
     scale = 1.0 / math.sqrt(d)
     sets = _input_sets(dev, shape, n_sets, seed=N * 1000 + d)
+    ends = [tuple(_ends(x) for x in s) for s in sets]       # for the reference, on the host
     timing = dict(warmup=args.warmup, reps=args.reps, max_seconds=args.max_seconds)
     try:
         if impl in KERNEL_IMPLS:
             launches = []
-            for Q, K, V in sets:
-                before = dev.live_bytes()
-                launches.append(g.prepare(impl, Q, K, V, dtype=dtype, backend=dev.backend))
-                held = dev.live_bytes() - before
+            be = g.backend.get_backend(dev.backend)
+            with be.shared_scratch():                  # one N x N scratch for every input set
+                for Q, K, V in sets:
+                    before = dev.live_bytes()
+                    launches.append(g.prepare(impl, Q, K, V, dtype=dtype, backend=dev.backend))
+                    held = dev.live_bytes() - before   # the first set's holds the scratch
+                    if len(launches) == 1:
+                        first = held
             storage = 0 if dtype == "float32" else 3 * BH * N * d * BYTES[dtype]
-            row["extra_bytes"] = held - BH * N * d * 4 - storage if dev.backend == "cuda" else None
+            row["extra_bytes"] = first - BH * N * d * 4 - storage if dev.backend == "cuda" \
+                else None
             row["time_ms"], row["reps"] = dev.time(launches, **timing)
+            verify(row, [_ends(x.result().output) for x in launches], ends, scale)
             done = launches[0].result()
             row["plan"] = _plan_text(done.plan)
             row["plan_options"] = plan_options(impl, done.plan)
@@ -677,6 +763,7 @@ def bench_row(dev, impl, dtype, N, d, batch, heads, args, n_sets) -> dict:
                 row["extra_bytes"] = int(dev.pool.total_bytes() - before - out.nbytes)
                 del out
             row["time_ms"], row["reps"] = dev.time(calls, **timing)
+            verify(row, [_ends(c()) for c in calls], ends, scale)
             row["plan"] = ("cuBLAS matmul, S in global memory" if dev.backend == "cuda"
                            else "NumPy on the CPU (a check of this script)")
         elif impl == "torch sdpa":
@@ -698,6 +785,7 @@ def bench_row(dev, impl, dtype, N, d, batch, heads, args, n_sets) -> dict:
                                      - out.numel() * out.element_size())
             del out
             row["time_ms"], row["reps"] = dev.time(calls, **timing)
+            verify(row, [_ends(c().float().cpu().numpy()) for c in calls], ends, scale)
             row["plan"] = "torch's choice of kernel"
             del tsets
         else:
@@ -722,6 +810,7 @@ def bench_crossover(dev, N, d, heads, args) -> dict:
 
     Ms = [d * d // 16 << k for k in range(9)]
     Q, K, V = _input_sets(dev, (heads, N, d), 1, seed=7)[0]
+    ends = tuple(_ends(x) for x in (Q, K, V))
     timing = dict(warmup=max(1, args.warmup // 2), reps=max(5, args.reps // 3),
                   max_seconds=args.max_seconds / 2)
     points, mismatches = [], []
@@ -733,7 +822,13 @@ def bench_crossover(dev, N, d, heads, args) -> dict:
             try:
                 launch = g.prepare(name, Q, K, V, M=M, backend=dev.backend)
                 if dev.backend == "cuda" or args.time_emulator:
-                    p[f"{key}_ms"], _ = dev.time([launch], **timing)
+                    ms, _ = dev.time([launch], **timing)
+                    timed = {"N": N, "dtype": "float32", "status": "ok"}
+                    verify(timed, [_ends(launch.result().output)], [ends], 1 / math.sqrt(d))
+                    if failed(timed):               # a wrong output has no time
+                        mismatches.append(f"{name} at M={M}: {timed['status']}")
+                    else:
+                        p[f"{key}_ms"] = ms
                 del launch
                 res = g.run(name, Q, K, V, M=M, count_io=True, backend=dev.backend)
                 p[f"{key}_counted"] = res.io.total

@@ -55,6 +55,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -72,12 +73,59 @@ RACECHECK_ENV = "IOATTN_EMULATOR_RACECHECK"
 # The race-check build's flags (part of its cache key): the kernel at -O1, a third faster to
 # compile than -O2 and keeping more of the source's loads and stores, instrumented; the race
 # runtime, which every load and store calls, at -O2.
-_RACE_KERNEL_FLAGS = ("-O1", "-fsanitize=thread", "--param", "tsan-instrument-func-entry-exit=0")
+_RACE_KERNEL_FLAGS = ("-O1", "-g", "-fsanitize=thread", "--param",
+                      "tsan-instrument-func-entry-exit=0")
 _RACE_RUNTIME_FLAGS = ("-O2",)
+
+
+@dataclass(frozen=True)
+class SiteCount:
+    """The warp-level memory requests of one instruction site of a kernel, over one launch
+    (the race-check build counts them; ``emulate.h`` states the rules).
+
+    Attributes
+    ----------
+    kernel : str
+    line : int
+        The line of the kernel's source (as :func:`ioattn.gpu.sources.source` pastes it).
+    code : str
+        That line's text.
+    space : {"shared", "global"}
+    requests : int
+        Warp-level requests (one per warp per execution of the instruction).
+    accesses : int
+        Lane accesses they are made of.
+    wavefronts : int
+        Shared memory: the wavefronts they take (``requests`` when conflict-free and at most
+        4 bytes a lane); 0 for global.
+    sectors : int
+        Global memory: the 32-byte sectors they touch; 0 for shared.
+    """
+
+    kernel: str
+    line: int
+    code: str
+    space: str
+    requests: int
+    accesses: int
+    wavefronts: int
+    sectors: int
 
 
 class EmulatorError(RuntimeError):
     """A kernel the emulator could not compile or run (the message says why)."""
+
+
+class OutOfBounds(EmulatorError):
+    """A kernel accessed memory outside its shared memory or outside an array argument: on a
+    GPU an illegal-address error at best, silent corruption at worst.
+
+    Shared memory and every array argument end at a guard page (their last byte abuts it), so
+    any access past their end faults and is reported with the buffer, the byte and the thread;
+    the few bytes between the end of shared memory and its 16-byte boundary hold a canary that a
+    write changes (and the race check, ``race_check=True``, checks every access exactly). An
+    array argument is copied into such memory for the launch and back after it.
+    """
 
 
 class SharedMemoryRace(EmulatorError):
@@ -159,7 +207,10 @@ def _build(code: str, options: tuple[str, ...], race_check: bool = False) -> cty
                     raise EmulatorError(f"the kernel source does not compile for {build}:\n"
                                         f"{done.stderr[-4000:]}")
             os.replace(out, lib)          # atomic: concurrent builds of one key are safe
-    return ctypes.CDLL(str(lib))
+    handle = ctypes.CDLL(str(lib))
+    handle.ioattn_path = str(lib)
+    handle.ioattn_code = code
+    return handle
 
 
 class Function:
@@ -171,6 +222,14 @@ class Function:
         except AttributeError:
             raise EmulatorError(f'no extern "C" __global__ kernel named {name!r}') from None
         self._set_reverse = lib.ioattn_emu_set_reverse
+        self._guard = lib.ioattn_emu_guard
+        self._guard.restype = ctypes.c_void_p
+        self._guard.argtypes = (ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t)
+        self._unguard = lib.ioattn_emu_unguard
+        self._lib = lib
+        self._counts = getattr(lib, "ioattn_race_counts", None)   # the race-check build only
+        #: The :class:`SiteCount` of every instruction site of the last launch (race check).
+        self.accesses: tuple[SiteCount, ...] = ()
         self.name = name
         self.max_dynamic_shared_size_bytes = DEFAULT_DYNAMIC_LIMIT
 
@@ -180,12 +239,59 @@ class Function:
         if shared_mem > limit:
             raise EmulatorError(f"{self.name}: {shared_mem} bytes of dynamic shared memory "
                                 f"requested, the limit is {limit}")
-        keep, pointers, sizes = [], [], []
+        if self._counts is not None:
+            self._counts(1)
+        try:
+            self._launch(grid, block, args, shared_mem)
+        finally:
+            self._unguard()
+            if self._counts is not None:
+                self.accesses = self._read_counts()
+                self._counts(0)
+
+    def _read_counts(self) -> tuple[SiteCount, ...]:
+        lib = self._lib
+        lib.ioattn_race_sites.restype = ctypes.c_size_t
+        n = lib.ioattn_race_sites()
+        raw = []
+        for i in range(n):
+            out = (ctypes.c_uint64 * 6)()
+            lib.ioattn_race_site(ctypes.c_size_t(i), out)
+            raw.append(tuple(int(v) for v in out))
+        lines = _source_lines(lib.ioattn_path, tuple(r[0] for r in raw))
+        text = lib.ioattn_code.splitlines()
+        out = []
+        for (site, shared, requests, wavefronts, sectors, accesses), line in zip(raw, lines):
+            code = text[line - 1].strip() if 0 < line <= len(text) else "?"
+            out.append(SiteCount(self.name, line, code, "shared" if shared else "global",
+                                 requests, accesses, wavefronts, sectors))
+        merged = {}
+        for c in out:                               # one row per (line, space)
+            key = (c.line, c.space)
+            if key in merged:
+                m = merged[key]
+                c = SiteCount(c.kernel, c.line, c.code, c.space, m.requests + c.requests,
+                              m.accesses + c.accesses, m.wavefronts + c.wavefronts,
+                              m.sectors + c.sectors)
+            merged[key] = c
+        return tuple(sorted(merged.values(), key=lambda c: (c.line, c.space)))
+
+    def _launch(self, grid, block, args, shared_mem):
+        keep, pointers, sizes, arrays = [], [], [], []
         for i, a in enumerate(args):
             if isinstance(a, np.ndarray):
                 if not a.flags.c_contiguous:
                     raise EmulatorError(f"{self.name}: argument {i} is not C-contiguous")
-                value = ctypes.c_void_p(a.ctypes.data)
+                where = next((w for b, w in arrays if b.ctypes.data == a.ctypes.data
+                              and b.nbytes == a.nbytes), None)    # one array passed twice
+                if where is None:
+                    where = self._guard(i, a.nbytes, _alignment(a.nbytes))
+                    if not where:
+                        raise EmulatorError(f"{self.name}: cannot map {a.nbytes} bytes for "
+                                            f"argument {i}")
+                    ctypes.memmove(where, a.ctypes.data, a.nbytes)
+                    arrays.append((a, where))
+                value = ctypes.c_void_p(where)
                 size = ctypes.sizeof(ctypes.c_void_p)
             elif isinstance(a, np.generic):
                 value = ctypes.create_string_buffer(a.tobytes(), a.nbytes)
@@ -203,10 +309,42 @@ class Function:
                          ctypes.c_size_t(int(shared_mem)), (ctypes.c_void_p * n)(*pointers),
                          (ctypes.c_size_t * n)(*sizes), ctypes.c_int(n), err,
                          ctypes.c_size_t(len(err)))
+        for a, where in arrays:
+            if a.flags.writeable:
+                ctypes.memmove(a.ctypes.data, where, a.nbytes)
         if rc == 2:
             raise SharedMemoryRace(f"{self.name}: {err.value.decode()}")
+        if rc == 3:
+            raise OutOfBounds(f"{self.name}: {err.value.decode()}")
         if rc != 0:
             raise EmulatorError(f"{self.name}: {err.value.decode()}")
+
+
+def _source_lines(lib: str, offsets: tuple[int, ...]) -> list[int]:
+    """The source line (of the kernel's ``kernel.cpp``) of each return address ``offsets`` in
+    library ``lib``, by ``addr2line`` (0 where it cannot tell)."""
+    if not offsets:
+        return []
+    tool = shutil.which("addr2line")
+    if tool is None:
+        return [0] * len(offsets)
+    done = subprocess.run([tool, "-e", lib, *(hex(max(o - 1, 0)) for o in offsets)],
+                          capture_output=True, text=True)
+    lines = []
+    for row in done.stdout.splitlines():
+        where = row.rsplit(":", 1)
+        num = where[1].split()[0] if len(where) == 2 else "0"
+        lines.append(int(num) if num.isdigit() and "kernel.cpp" in where[0] else 0)
+    return (lines + [0] * len(offsets))[:len(offsets)]
+
+
+def _alignment(nbytes: int) -> int:
+    """The alignment of an array's guarded copy: the largest power of two up to 16 that divides
+    its size, so that its end abuts the guard page exactly."""
+    align = 16
+    while nbytes % align:
+        align //= 2
+    return align
 
 
 def _dims(t) -> tuple[int, int, int]:

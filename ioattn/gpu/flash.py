@@ -13,7 +13,8 @@ import numpy as np
 from ..algorithms.base import ceil_div
 from ..api import plan as make_plan
 from . import flash_tc
-from .plans import ENTRY, SharedMemoryExceeded, check_fits, square_block
+from .plans import (ENTRY, SharedMemoryExceeded, check_fits, check_heads, per_block_for,
+                    square_block)
 
 FILE = "flash.cu"
 
@@ -25,7 +26,8 @@ def footprint(d: int, B_r: int, B_c: int) -> int:
 
 def plan(N, d, *, M=None, block=None, dtype="float32", budget, **options):
     """The FA2 plan the kernels run: ``block``, else the NumPy rule for ``M``, else the largest
-    square block that fits in half the device's shared memory (two blocks per multiprocessor).
+    square block of which two fit on a multiprocessor, each with the shared memory the device
+    reserves per block (:func:`ioattn.gpu.plans.per_block_for`).
     The tensor-core kernel's rule is :func:`ioattn.gpu.flash_tc.plan`."""
     if options:
         raise ValueError(f"the flash kernels take no options {sorted(options)} (variant fa2)")
@@ -37,7 +39,7 @@ def plan(N, d, *, M=None, block=None, dtype="float32", budget, **options):
     elif M is not None:
         the_plan = make_plan("flash", N, d, M)
     else:
-        M = budget // ENTRY // 2
+        M = per_block_for(budget, 2) // ENTRY
         B = square_block(lambda b: footprint(d, b, b) <= M, N)
         if B < 1:
             raise SharedMemoryExceeded(f"no flash block fits in the device's {budget} bytes "
@@ -47,6 +49,14 @@ def plan(N, d, *, M=None, block=None, dtype="float32", budget, **options):
     return the_plan
 
 
+def kernel_block(plan) -> tuple[int, int]:
+    """The ``(B_r, B_c)`` the kernel lays its shared memory out with: the plan's, clipped at
+    ``N`` as its footprint is (a block larger than ``N`` holds ``N`` rows; the one block of the
+    grid is the same). The kernel's layout and the shared memory of the launch then agree:
+    ``footprint(d, *kernel_block(plan)) == plan.footprint``."""
+    return min(plan.B_r, plan.N), min(plan.B_c, plan.N)
+
+
 def threads(B_r: int, d: int) -> int:
     """Threads per block: a warp per 32 entries of ``O_i``, from 1 to 8 warps."""
     return int(min(256, max(32, 32 * ceil_div(B_r * d, 32))))
@@ -54,17 +64,19 @@ def threads(B_r: int, d: int) -> int:
 
 def forward(be, plan, Q, K, V, O, L, io, *, scale, causal, save_lse, dtype, count_io):
     """A closure launching the forward kernel once; see :mod:`ioattn.gpu.api`."""
+    check_heads(Q.shape[0], "flash")
     if dtype != "float32":
         return flash_tc.forward(be, plan, Q, K, V, O, L, io, scale=scale, causal=causal,
                                 save_lse=save_lse, dtype=dtype, count_io=count_io)
     BH, N, d = Q.shape
+    B_r, B_c = kernel_block(plan)
     kernel = be.function(FILE, "flash_fwd_f32", count_io)
-    grid = (ceil_div(N, plan.B_r), BH)
-    args = (Q, K, V, O, L, np.int32(N), np.int32(d), np.int32(plan.B_r), np.int32(plan.B_c),
+    grid = (ceil_div(N, B_r), BH)
+    args = (Q, K, V, O, L, np.int32(N), np.int32(d), np.int32(B_r), np.int32(B_c),
             np.float32(scale), np.int32(causal), np.int32(save_lse), io)
-    smem = plan.footprint * ENTRY
+    smem = footprint(d, B_r, B_c) * ENTRY
 
     def go():
-        kernel(grid, (threads(plan.B_r, d),), args, shared_mem=smem)
+        kernel(grid, (threads(B_r, d),), args, shared_mem=smem)
 
     return go

@@ -9,8 +9,8 @@ Block rule (:func:`plan`): from :func:`ioattn.plan`'s FA2 rule for ``M``, ``B_r`
 a multiple of 16 (at least 16), then ``B_c`` the largest multiple of 16 with the footprint
 ``2 B_r d + 3 B_r + 2 B_c d + B_r B_c <= M`` (``B_r`` lowered by 16 until ``B_c = 16`` fits),
 capped at ``N`` rounded up to 16. Without ``M``, the largest square block (a multiple of 16)
-whose footprint takes at most half of the device's shared memory, so that two blocks share a
-multiprocessor.
+of which two blocks fit on a multiprocessor with the shared memory reserved per block
+(:func:`ioattn.gpu.plans.per_block_for`).
 
 References
 ----------
@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..api import plan as make_plan
-from .plans import SharedMemoryExceeded
+from .plans import SharedMemoryExceeded, per_block_for
 
 FILE = "flash_tc.cu"
 KERNEL = {"float16": "flash_fwd_f16", "bfloat16": "flash_fwd_bf16"}
@@ -100,7 +100,8 @@ def plan(N: int, d: int, *, M: int | None = None, block=None, dtype: str = "floa
         M = _footprint(B_r, B_c, d) if M is None else M
     elif M is None:
         B = TILE                                      # (too large a 16 x 16: caught below)
-        while B + TILE <= _round_up(N) and shared_bytes(B + TILE, B + TILE, d) <= budget // 2:
+        two = per_block_for(budget, 2)                # two resident blocks per multiprocessor
+        while B + TILE <= _round_up(N) and shared_bytes(B + TILE, B + TILE, d) <= two:
             B += TILE
         # M counts entries, 16-bit ones too: a block may hold more entries than budget // 4
         B_r, B_c, M = B, B, max(budget // 4, _footprint(B, B, d))

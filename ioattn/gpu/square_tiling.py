@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..algorithms.base import ceil_div
-from .plans import ENTRY, rule_plan
+from .plans import ENTRY, check_heads, rule_plan
 
 FILE = "square_tiling.cu"
 THREADS = 256                   # threads per block: 8 warps, looping over the tile's entries
@@ -53,8 +53,9 @@ def forward(be, plan, Q, K, V, O, L, io, *, scale, causal, save_lse, dtype, coun
         raise ValueError(f"square_tiling runs in float32 only, got dtype {dtype!r}")
     xp = be.xp
     BH, N, d = Q.shape
-    S = xp.empty((BH, N, N), dtype=xp.float32)
-    m = xp.empty((BH, N), dtype=xp.float32)
+    check_heads(BH, "square_tiling")
+    S = be.scratch("S", (BH, N, N), xp.float32)
+    m = be.scratch("m", (BH, N), xp.float32)
     p1, p2 = plan.phase1, plan.phase2
     scores = be.function(FILE, "square_tiling_scores", count_io)
     output = be.function(FILE, "square_tiling_output", count_io)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..algorithms.base import ceil_div
-from .plans import ENTRY, rule_plan
+from .plans import ENTRY, check_heads, rule_plan
 from .square_tiling import THREADS
 
 FILE = "standard.cu"
@@ -58,8 +58,9 @@ def forward(be, plan, Q, K, V, O, L, io, *, scale, causal, save_lse, dtype, coun
         raise ValueError(f"standard runs in float32 only, got dtype {dtype!r}")
     xp = be.xp
     BH, N, d = Q.shape
-    S = xp.empty((BH, N, N), dtype=xp.float32)
-    P = xp.empty((BH, N, N), dtype=xp.float32)
+    check_heads(BH, "standard")
+    S = be.scratch("S", (BH, N, N), xp.float32)
+    P = be.scratch("P", (BH, N, N), xp.float32)
     scores = _product(be, count_io, Q, K, S, plan.scores, BH, True, scale, io)
     output = _product(be, count_io, P, V, O, plan.output, BH, False, 1.0, io)
     i32 = np.int32

@@ -11,12 +11,15 @@ import copy
 import importlib.util
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+import ioattn.gpu as gpu
 from ioattn import roofline
 from ioattn.gpu import available, compare
 from ioattn.gpu import benchmark as bench
@@ -592,3 +595,122 @@ def test_the_notebook_pages_gpu_branch_with_the_emulator_standing_in(tmp_path):
     assert md.is_file() and f"wrote {js.name} and {md.name}" in text
     bench.check_result(json.loads(js.read_text(encoding="utf-8")))
     assert f"downloads: [{str(js)!r}, {str(md)!r}]" in text
+
+
+# ------------------------------------------------------------------------ honest timing
+class _FakeDevice(bench.Device):
+    """A device whose timeline is a log: marks and calls, in order."""
+
+    def __init__(self):
+        self.backend, self.log, self.clock = "fake", [], 0.0
+
+    def synchronize(self):
+        self.log.append("sync")
+
+    def mark(self):
+        self.log.append("mark")
+        return self.clock
+
+    def elapsed_ms(self, begin, end):
+        return end - begin
+
+
+def test_timing_puts_k_launches_and_nothing_else_between_two_events():
+    dev = _FakeDevice()
+
+    def call(i):
+        def go():
+            dev.log.append(f"call {i}")
+            dev.clock += 2.0 + i            # set i takes 2 + i ms
+        return go
+
+    ms, n = dev.time([call(0), call(1)], warmup=3, reps=4, max_seconds=60, per_event=5)
+    timed = dev.log[dev.log.index("sync") + 1:]
+    assert timed.count("mark") == 8 and n == 20
+    for k in range(4):
+        window = timed[5 * k + 2 * k + 1: 5 * k + 2 * k + 6]
+        assert timed[7 * k] == "mark" and timed[7 * k + 6] == "mark"
+        assert all(e.startswith("call") for e in window)
+    # groups of 5 cycling 0,1,0,1,0 / 1,0,1,0,1: (2+3+2+3+2)/5 and (3+2+3+2+3)/5
+    assert ms == statistics.median([2.4, 2.6, 2.4, 2.6])
+
+
+def test_a_wrong_output_marks_its_row_failed_and_counts_toward_no_target():
+    rng = np.random.default_rng(3)
+    Q, K, V = (rng.standard_normal((2, 40, 8)) for _ in range(3))
+    scale = 1 / np.sqrt(8)
+    ends = [tuple(bench._ends(x) for x in (Q, K, V))]
+    S = scale * Q @ np.swapaxes(K, -1, -2)
+    P = np.exp(S - S.max(-1, keepdims=True))
+    right = (P / P.sum(-1, keepdims=True)) @ V
+    row = {"N": 40, "dtype": "float32", "status": "ok"}
+    bench.verify(row, [bench._ends(right.astype(np.float32))], ends, scale)
+    assert row["status"] == "ok" and row["error"] <= 1e-6
+    wrong = right.copy()
+    wrong[-1, 39, 0] += 0.1                 # one entry of the last head's last row
+    bench.verify(row, [bench._ends(wrong)], ends, scale)
+    assert row["status"].startswith("failed") and row["error"] > bench.TOLERANCE["float32"]
+    half = right.astype(np.float16).astype(np.float64)        # a float16 kernel's rounding
+    row16 = {"N": 40, "dtype": "float16", "status": "ok"}
+    bench.verify(row16, [bench._ends(half)], ends, scale)
+    assert row16["status"] == "ok"
+    rows = [dict(impl="flash", dtype="float32", N=4096, d=64, heads=16, time_ms=1.0,
+                 status="failed: ..."),
+            dict(impl="cupy materialised", dtype="float32", N=4096, d=64, heads=16,
+                 time_ms=2.0, status="ok")]
+    assert bench.targets(rows, "H200")[1]["status"] == "NOT RUN"
+    rows[0]["status"] = "ok"
+    assert bench.targets(rows, "H200")[1]["status"] == "PASS"
+
+
+def test_input_sets_share_one_scratch():
+    from ioattn.gpu.backend import get_backend
+
+    be = get_backend("emulator")
+    rng = np.random.default_rng(0)
+    sets = [[rng.standard_normal((2, 24, 8)) for _ in range(3)] for _ in range(2)]
+    with be.shared_scratch():
+        inside = [be.scratch("S", (2, 24, 24), np.float32) for _ in range(2)]
+        launches = [gpu.prepare("standard", *s, backend="emulator") for s in sets]
+    assert inside[0] is inside[1]
+    assert be.scratch("S", (2, 24, 24), np.float32) is not inside[0]   # outside: fresh
+    for launch, s in zip(launches * 2, sets * 2):     # interleaved: each output still right
+        launch()
+    for launch, (Q, K, V) in zip(launches, sets):
+        S = Q @ np.swapaxes(K, -1, -2) / np.sqrt(8)
+        P = np.exp(S - S.max(-1, keepdims=True))
+        want = (P / P.sum(-1, keepdims=True)) @ V
+        assert np.abs(launch.result().output - want).max() < 1e-5
+
+
+def test_a_kernel_sets_its_shared_memory_opt_in_once_not_at_every_launch():
+    from ioattn.gpu.backend import Backend
+
+    class Function:
+        sets = calls = 0
+        _value = 48 * 1024
+
+        @property
+        def max_dynamic_shared_size_bytes(self):
+            return self._value
+
+        @max_dynamic_shared_size_bytes.setter
+        def max_dynamic_shared_size_bytes(self, v):
+            Function.sets += 1
+            self._value = v
+
+        def __call__(self, grid, block, args, shared_mem=0):
+            Function.calls += 1
+
+    class Fake(Backend):
+        name, xp, shared_memory_per_block = "fake", np, 227 * 1024
+
+        def _module(self, file, count_io):
+            return type("M", (), {"get_function": lambda self, k: Function()})()
+
+    f = Fake().function("flash.cu", "flash_fwd_f32", False)
+    for _ in range(5):
+        f((1,), (32,), (), shared_mem=100 * 1024)
+    assert (Function.sets, Function.calls) == (1, 5)
+    f((1,), (32,), (), shared_mem=120 * 1024)
+    assert Function.sets == 2

@@ -44,3 +44,21 @@ def test_a_broken_kernel_fails(nvcc, monkeypatch, tmp_path):
             nvcc_check("broken.cu", "sm_80", nvcc=nvcc)
     finally:
         sources.source.cache_clear()
+
+
+@pytest.mark.parametrize("name", files())
+def test_shared_memory_is_32_byte_aligned_for_wmma(name, nvcc, tmp_path):
+    # WMMA loads and stores take 256-bit aligned pointers: the dynamic shared array must be
+    # declared so, not merely start at offset 0 of the block's shared memory
+    import subprocess
+
+    from ioattn.gpu.sources import KERNELS
+
+    src = tmp_path / name
+    src.write_text(source(name))
+    (tmp_path / "ioattn.cuh").write_text((KERNELS / "ioattn.cuh").read_text())
+    out = tmp_path / "k.ptx"
+    subprocess.run([nvcc, "-ptx", "-arch=sm_80", "-std=c++17", f"-I{KERNELS}", "-o", str(out),
+                    str(src)], check=True, capture_output=True)
+    aligns = re.findall(r"\.extern \.shared \.align (\d+) \.b8 ioattn_smem_", out.read_text())
+    assert aligns and all(int(a) >= 32 for a in aligns)

@@ -10,6 +10,8 @@ import ioattn
 import ioattn.gpu as gpu
 from ioattn.masks import Mask
 
+from ioattn.gpu.plans import per_block_for
+
 from .conftest import reference, rel_error
 
 
@@ -53,8 +55,8 @@ def test_batch_heads_blocks_and_large_logits(rng):
 def test_default_plan_comes_from_the_shared_memory(rng):
     r = check(rng, (20, 32))
     budget = gpu.backend.get_backend("emulator").shared_memory_per_block
-    assert 4 * r.plan.footprint <= budget // 2
-    assert r.plan.M == budget // 4 // 2
+    assert 4 * r.plan.footprint <= per_block_for(budget, 2)
+    assert r.plan.M == per_block_for(budget, 2) // 4
 
 
 @given(N=st.integers(1, 60), d=st.sampled_from([1, 8, 16, 24]), B_r=st.integers(1, 20),

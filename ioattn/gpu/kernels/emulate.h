@@ -12,8 +12,12 @@
 //     reads the old value when the writer runs later: such a race changes the result;
 //   * dynamic shared memory starts as NaN bytes at every block, so reading an entry before it is
 //     written shows up.
-// What it cannot show: timing, bank conflicts, occupancy, and the behaviour of races that happen
-// to be harmless in the orders it tries.
+//   * shared memory and every array argument end at a guard page: an out-of-bounds access stops
+//     the launch with an error naming the buffer (see Guarded below).
+// What it cannot show: timing, occupancy, and the behaviour of races that happen to be harmless
+// in the orders it tries. The race-check build also counts, per instruction site, the
+// shared-memory wavefronts (bank conflicts) and global sectors of every warp request (see
+// "Warp-level access counts" below); WMMA operations are not among them.
 //
 // The race check (a build with -DIOATTN_RACECHECK, ioattn/gpu/emulator.py) finds those too: the
 // kernel is compiled with g++ -fsanitize=thread, which calls __tsan_read4(p), __tsan_write8(p),
@@ -27,7 +31,10 @@
 #ifndef IOATTN_RACE_RUNTIME
 
 #include <math.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -54,7 +61,11 @@
 // The race check's events (defined by the race runtime below); nothing in a normal build.
 #ifdef IOATTN_RACECHECK
 extern "C" {
-void ioattn_race_launch(const unsigned* block, void* shared, size_t bytes);
+void ioattn_race_launch(const unsigned* block, void* shared, size_t bytes, const void* lo,
+                        const void* hi);
+int ioattn_race_out_of_bounds(char* out, size_t len);
+void ioattn_race_global(const void* lo, size_t bytes, int arg);
+void ioattn_race_flush();
 void ioattn_race_block(unsigned x, unsigned y, unsigned z);
 void ioattn_race_current(int thread);
 void ioattn_race_syncthreads();
@@ -91,25 +102,75 @@ struct Fiber {
 #endif
 };
 
+// Memory with 1 MiB of PROT_NONE guard pages on either side, the data placed at the end of its pages so
+// that its last byte abuts the guard after it: an access past the end (or far enough before the
+// start) faults, and the fault handler of a launch (below) turns that into an error naming the
+// buffer. `align` is the data's alignment; the < align bytes between the data's end and the
+// guard ("slack") are checked otherwise (shared memory: a canary; the race check: every access).
+struct Guarded {
+    unsigned char* map = nullptr;
+    size_t map_len = 0, page = 0;
+    unsigned char* data = nullptr;
+    size_t bytes = 0;
+    std::string name;                        // "shared memory", "argument 3"
+
+    static constexpr size_t guard = size_t(1) << 20;   // PROT_NONE bytes on either side
+
+    bool allocate(size_t n, size_t align, std::string what) {
+        page = guard;                        // a multiple of the page size
+        const size_t sys = size_t(sysconf(_SC_PAGESIZE));
+        const size_t body = (n + align + sys - 1) / sys * sys;
+        map_len = body + 2 * page;
+        void* m = mmap(nullptr, map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                       -1, 0);
+        if (m == MAP_FAILED) { map = nullptr; return false; }
+        map = static_cast<unsigned char*>(m);
+        mprotect(map, page, PROT_NONE);
+        mprotect(map + page + body, page, PROT_NONE);
+        const uintptr_t end = uintptr_t(map + page + body);
+        data = reinterpret_cast<unsigned char*>((end - n) & ~uintptr_t(align - 1));
+        bytes = n;
+        name = std::move(what);
+        return true;
+    }
+    void release() {
+        if (map) munmap(map, map_len);
+        map = data = nullptr;
+    }
+    unsigned char* end() const { return map + map_len - page; }
+    size_t slack() const { return size_t(end() - data) - bytes; }
+    // Does `p` lie in a guard page of this buffer? (its offset from data in `off`)
+    bool guards(const void* p, long long& off) const {
+        const unsigned char* q = static_cast<const unsigned char*>(p);
+        if (!map || !((q >= map && q < map + page) || (q >= end() && q < map + map_len)))
+            return false;
+        off = (long long)(q - data);
+        return true;
+    }
+};
+
 struct Runtime {
     uint3 block_idx{0, 0, 0};
     dim3 block_dim, grid_dim;
     std::vector<Fiber> fibers;
     Fiber* cur = nullptr;
     ucontext_t scheduler;
-    std::vector<unsigned char> shared;
+    unsigned char* shared = nullptr;         // the block's dynamic shared memory (a Guarded)
+    size_t shared_bytes = 0;
     std::vector<uint64_t> exchange;          // one slot per thread, for shuffles
     std::function<void()> body;
     std::string error;
     bool reverse = false;                    // run the fibers of a block in reverse order
     static constexpr size_t stack_size = 256 * 1024;
     std::vector<char*> stacks;               // reused by every launch
+    Guarded shared_mem;                      // the launch's shared memory
+    std::vector<Guarded> globals;            // the launch's array arguments (emulator.py)
 
     ~Runtime() { for (char* s : stacks) delete[] s; }
 };
 
 inline Runtime& rt() { static Runtime r; return r; }
-inline unsigned char* dynamic_shared() { return rt().shared.data(); }
+inline unsigned char* dynamic_shared() { return rt().shared; }
 
 // Leave the current fiber in `state` and return to the scheduler.
 inline void yield(State state) {
@@ -147,11 +208,59 @@ inline void fail(const std::string& what) {
     }
 }
 
+// Stop the block at once with an error: the running thread returns to the scheduler for good
+// (run_block sees the error and abandons the block; the next launch starts every fiber afresh).
+[[noreturn]] inline void abort_block(const std::string& what) {
+    Runtime& r = rt();
+    fail(what);
+    Fiber* f = r.cur;
+    f->state = State::done;
+    swapcontext(&f->ctx, &r.scheduler);
+    std::abort();                            // never resumed
+}
+
+// A launch's SIGSEGV handler: a fault in a guard page of the launch's shared memory or of one of
+// its array arguments stops the block with an error naming the buffer and the byte offset; any
+// other fault goes to the handler that was there before (the process's own behaviour).
+inline struct sigaction& previous_segv() { static struct sigaction a; return a; }
+
+inline void on_segv(int sig, siginfo_t* info, void* uctx) {
+    Runtime& r = rt();
+    long long off = 0;
+    const Guarded* hit = nullptr;
+    if (r.shared_mem.guards(info->si_addr, off)) hit = &r.shared_mem;
+    for (const Guarded& g : r.globals)
+        if (!hit && g.guards(info->si_addr, off)) hit = &g;
+    if (hit && r.cur) {
+        char what[200];
+        std::snprintf(what, sizeof what, "out-of-bounds access to %s: byte %lld of a %zu-byte "
+                      "buffer, by thread (%u,%u,%u)", hit->name.c_str(), off, hit->bytes,
+                      r.cur->tid.x, r.cur->tid.y, r.cur->tid.z);
+        abort_block(what);
+    }
+    sigaction(SIGSEGV, &previous_segv(), nullptr);   // not ours: fault again, as before
+    (void)sig; (void)uctx;
+}
+
+// The bytes between the end of shared memory and its guard page hold 0xFF at the start of a
+// block; a byte changed at its end is a write past the end of shared memory.
+inline bool slack_intact() {
+    Runtime& r = rt();
+    for (size_t i = 0; i < r.shared_mem.slack(); ++i)
+        if (r.shared[r.shared_bytes + i] != 0xFF) {
+            fail("out-of-bounds access to shared memory: byte " +
+                 std::to_string(r.shared_bytes + i) + " of a " +
+                 std::to_string(r.shared_bytes) + "-byte buffer was written");
+            return false;
+        }
+    return true;
+}
+
 // Run one block to completion; false (with r.error set) on a barrier that cannot complete.
 inline bool run_block() {
     Runtime& r = rt();
     const int n = int(r.fibers.size());
-    std::fill(r.shared.begin(), r.shared.end(), (unsigned char)0xFF);
+    std::memset(r.shared, 0xFF, r.shared_bytes + r.shared_mem.slack());
     IOATTN_RACE(ioattn_race_block(r.block_idx.x, r.block_idx.y, r.block_idx.z));
     for (Fiber& f : r.fibers) {
         getcontext(&f.ctx);
@@ -171,13 +280,14 @@ inline bool run_block() {
             swapcontext(&r.scheduler, &f.ctx);
             IOATTN_RACE(ioattn_race_current(-1));
             r.cur = nullptr;
+            if (!r.error.empty()) return false;          // abort_block
         }
         int live = 0, at_block = 0, done = 0;
         for (Fiber& f : r.fibers) {
             if (f.state == State::done) ++done; else ++live;
             if (f.state == State::block_wait) ++at_block;
         }
-        if (live == 0) return true;
+        if (live == 0) return slack_intact();
         if (at_block == live) {
             if (done > 0) {
                 fail("__syncthreads() was not reached by every thread: " + std::to_string(done) +
@@ -238,25 +348,52 @@ inline int run_grid(const unsigned* grid, const unsigned* block, size_t shared_b
         f.tid = uint3{unsigned(i % block[0]), unsigned((i / block[0]) % block[1]),
                       unsigned(i / (size_t(block[0]) * block[1]))};
     }
-    r.shared.assign(shared_bytes + 16, 0);
-    IOATTN_RACE(ioattn_race_launch(block, r.shared.data(), shared_bytes));
+    // Shared memory starts 16-byte aligned (relative offsets are what WMMA's checks look at)
+    // and ends at a guard page.
+    r.shared_mem.release();
+    if (!r.shared_mem.allocate(shared_bytes, 16, "shared memory")) {
+        std::snprintf(err, errlen, "cannot map %zu bytes of shared memory", shared_bytes);
+        return 1;
+    }
+    r.shared = r.shared_mem.data;
+    r.shared_bytes = shared_bytes;
+    IOATTN_RACE(ioattn_race_launch(block, r.shared, shared_bytes, r.shared_mem.map,
+                                   r.shared_mem.map + r.shared_mem.map_len));
     r.body = std::move(body);
-    for (unsigned z = 0; z < grid[2]; ++z)
-        for (unsigned y = 0; y < grid[1]; ++y)
-            for (unsigned x = 0; x < grid[0]; ++x) {
+    struct sigaction mine {};
+    mine.sa_sigaction = on_segv;
+    mine.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigemptyset(&mine.sa_mask);
+    sigaction(SIGSEGV, &mine, &previous_segv());
+    int rc = 0;
+    for (unsigned z = 0; z < grid[2] && rc == 0; ++z)
+        for (unsigned y = 0; y < grid[1] && rc == 0; ++y)
+            for (unsigned x = 0; x < grid[0] && rc == 0; ++x) {
                 r.block_idx = uint3{x, y, z};
-                if (!run_block()) {
+#ifdef IOATTN_RACECHECK
+                const bool ok = run_block();
+                ioattn_race_flush();                     // the block's last warp accesses
+                if (ioattn_race_out_of_bounds(err, errlen)) {   // the exact check comes first
+                    rc = 3;
+                    break;
+                }
+#else
+                const bool ok = run_block();
+#endif
+                if (!ok) {
                     std::snprintf(err, errlen, "%s", r.error.c_str());
-                    return 1;
+                    rc = r.error.rfind("out-of-bounds", 0) == 0 ? 3 : 1;
+                    break;
                 }
 #ifdef IOATTN_RACECHECK
                 if (ioattn_race_count() > 0) {          // 2: a race (SharedMemoryRace)
                     ioattn_race_message(err, errlen);
-                    return 2;
+                    rc = 2;
                 }
 #endif
             }
-    return 0;
+    sigaction(SIGSEGV, &previous_segv(), nullptr);
+    return rc;
 }
 
 template <class F, class... A, size_t... I>
@@ -413,6 +550,33 @@ struct row_major {};
 struct col_major {};
 enum layout_t { mem_row_major, mem_col_major };
 
+// The CUDA C++ Programming Guide (Warp Matrix Functions, load_matrix_sync): "mptr must be a
+// 256-bit aligned pointer pointing to the first element of the matrix in memory. ldm describes
+// the stride in elements between consecutive rows (for row major layout) or columns (for column
+// major layout) and must be a multiple of 8 for __half element type or multiple of 4 for float
+// element type. (i.e., multiple of 16 bytes in both cases)"; the same for store_matrix_sync.
+// A pointer into shared memory is checked by its offset from the start of dynamic shared
+// memory (which a kernel declares __align__(32) or more).
+template <class T>
+void check_operand(const T* p, unsigned ldm, const char* op) {
+    ioattn_emu::Runtime& r = ioattn_emu::rt();
+    const unsigned char* q = reinterpret_cast<const unsigned char*>(p);
+    const bool shared = q >= r.shared && q <= r.shared + r.shared_bytes;
+    const uintptr_t at = shared ? uintptr_t(q - r.shared) : uintptr_t(q);
+    char what[200];
+    if (at % 32) {
+        std::snprintf(what, sizeof what, "wmma::%s: the pointer (%s %zu) is not 256-bit "
+                      "(32-byte) aligned", op, shared ? "shared-memory byte" : "address",
+                      size_t(at));
+        ioattn_emu::abort_block(what);
+    }
+    if (ldm * sizeof(T) % 16) {
+        std::snprintf(what, sizeof what, "wmma::%s: ldm = %u elements of %zu bytes is not a "
+                      "multiple of 16 bytes", op, ldm, sizeof(T));
+        ioattn_emu::abort_block(what);
+    }
+}
+
 template <class Use, int m, int n, int k> struct extent;
 template <int m, int n, int k> struct extent<matrix_a, m, n, k> { static constexpr int R = m, C = k; };
 template <int m, int n, int k> struct extent<matrix_b, m, n, k> { static constexpr int R = k, C = n; };
@@ -434,6 +598,7 @@ template <class Use, int m, int n, int k, class T, class L>
 void load_matrix_sync(fragment<Use, m, n, k, T, L>& f, const std::type_identity_t<T>* p,
                       unsigned ldm) {
     static_assert(!std::is_same<Use, accumulator>::value, "accumulators take a layout_t");
+    check_operand(p, ldm, "load_matrix_sync");
     ioattn_emu::warp_barrier();
     IOATTN_RACE(ioattn_race_mode(2));
     constexpr bool row = std::is_same<L, row_major>::value;
@@ -447,6 +612,7 @@ void load_matrix_sync(fragment<Use, m, n, k, T, L>& f, const std::type_identity_
 template <int m, int n, int k, class T>
 void load_matrix_sync(fragment<accumulator, m, n, k, T, void>& f, const std::type_identity_t<T>* p, unsigned ldm,
                       layout_t layout) {
+    check_operand(p, ldm, "load_matrix_sync");
     ioattn_emu::warp_barrier();
     IOATTN_RACE(ioattn_race_mode(2));
     for (int r = 0; r < f.rows; ++r)
@@ -460,6 +626,7 @@ void load_matrix_sync(fragment<accumulator, m, n, k, T, void>& f, const std::typ
 template <int m, int n, int k, class T>
 void store_matrix_sync(T* p, const fragment<accumulator, m, n, k, T, void>& f, unsigned ldm,
                        layout_t layout) {
+    check_operand(p, ldm, "store_matrix_sync");
     ioattn_emu::warp_barrier();
     IOATTN_RACE(ioattn_race_mode(2));
     if (ioattn_emu::me().lane == 0)
@@ -501,6 +668,22 @@ void mma_sync(fragment<accumulator, m, n, k, TC, void>& d,
 
 extern "C" void ioattn_emu_set_reverse(int reverse) { ioattn_emu::rt().reverse = reverse != 0; }
 
+// The array arguments of the next launch, each in guarded memory (emulator.py copies an array
+// in before the launch and back after it): ioattn_emu_guard returns where argument `arg` of
+// `bytes` bytes goes, aligned to `align`; ioattn_emu_unguard frees them all.
+extern "C" void* ioattn_emu_guard(int arg, size_t bytes, size_t align) {
+    ioattn_emu::Guarded g;
+    if (!g.allocate(bytes, align, "argument " + std::to_string(arg))) return nullptr;
+    ioattn_emu::rt().globals.push_back(g);
+    IOATTN_RACE(ioattn_race_global(g.data, bytes, arg));
+    return g.data;
+}
+extern "C" void ioattn_emu_unguard() {
+    for (ioattn_emu::Guarded& g : ioattn_emu::rt().globals) g.release();
+    ioattn_emu::rt().globals.clear();
+    IOATTN_RACE(ioattn_race_global(nullptr, 0, -1));
+}
+
 #else  // IOATTN_RACE_RUNTIME
 // ---------------------------------------------------------------------------------------------
 // The race runtime: compiled without instrumentation as its own translation unit, with only C
@@ -538,6 +721,8 @@ extern "C" void ioattn_emu_set_reverse(int reverse) { ioattn_emu::rt().reverse =
 // (Another warp's access always qualifies; in the same warp, one at the current epoch or by a
 // lane that exited after it.) A __syncthreads starts a new interval: the record is emptied in
 // O(1) by a generation number.
+#include <dlfcn.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -576,6 +761,9 @@ struct Race {
 struct Checker {
     uintptr_t base = 0;
     size_t size = 0;                  // the shared memory checked: [base, base + size)
+    size_t bytes = 0;                 // the shared memory's size
+    uintptr_t lo = 0, hi = 0;         // its mapping: an access there outside it is out of bounds
+    char oob[256] = {0};              // the first out-of-bounds access of the launch
     Summary* shadow = nullptr;        // three per byte: READ, WRITE, ATOMIC
     size_t capacity = 0;
     int threads = 0;
@@ -656,11 +844,207 @@ void report(size_t byte, size_t start, size_t size, int earlier, int earlier_kin
     if (C.count == MAX_RACES) C.full = true;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Warp-level access counts (the race-check build). Every load and store the instrumentation
+// reports is a lane's part of one warp instruction: lane l's k-th execution of instruction site
+// s (the hook's return address) belongs to the warp request (warp, s, k), as SIMT execution
+// pairs them (for loops whose lanes run different numbers of iterations, iteration k with
+// iteration k). At every __syncthreads and at the end of a block the requests so far are
+// complete and are counted, per site:
+//   * shared memory: the wavefronts of the request. 32 banks of 4-byte words, word w in bank
+//     w mod 32 (CUDA C++ Programming Guide, "Shared Memory" of Compute Capability 5.x and
+//     later: "successive 32-bit words map to successive banks"; lanes that access the same
+//     32-bit word do not conflict: a read is broadcast). Accesses of 8 bytes are processed one
+//     half-warp at a time and of 16 bytes one quarter-warp at a time (the lanes l with the same
+//     l / 16, or l / 8); 1- to 4-byte accesses by the whole warp at once. A phase takes as many
+//     wavefronts as the most distinct words it touches in one bank (at least one), the request
+//     the sum over its phases: 1 for 32 lanes reading 32 consecutive floats or one float, 2 for
+//     stride 2, 32 for stride 32; 4 for 32 consecutive float4.
+//   * global memory (an array argument): the 32-byte sectors the request's bytes touch,
+//     counted from the array's start (allocations are 256-byte aligned on a GPU).
+namespace counts {
+
+struct Rec {
+    uint64_t site;
+    uint32_t warp, k;
+    uint32_t lane, size;
+    uint64_t off;                     // byte offset in its buffer
+    int32_t buffer;                   // -1: shared memory, else the argument's index
+};
+
+struct Site {                         // one (site, space) total
+    uint64_t site;
+    int32_t shared;
+    uint64_t requests, wavefronts, sectors, accesses;
+};
+
+struct Buffer { uintptr_t lo; size_t bytes; int arg; };
+
+Rec* recs = nullptr;
+size_t n_recs = 0, cap_recs = 0;
+Site* sites = nullptr;
+size_t n_sites = 0, cap_sites = 0;
+Buffer buffers[64];
+int n_buffers = 0;
+bool on = false;
+
+// occurrences per (thread, site): open addressing, emptied at every flush
+struct Occ { uint64_t key; uint32_t count; };
+Occ* occ = nullptr;
+size_t cap_occ = 0, n_occ = 0;
+
+uint32_t occurrence(uint64_t site, uint32_t thread) {
+    if (2 * (n_occ + 1) > cap_occ) {
+        const size_t old = cap_occ;
+        Occ* prev = occ;
+        cap_occ = cap_occ ? 2 * cap_occ : 4096;
+        occ = static_cast<Occ*>(std::calloc(cap_occ, sizeof(Occ)));
+        n_occ = 0;
+        for (size_t i = 0; i < old; ++i)
+            if (prev[i].key) {
+                size_t h = (prev[i].key * 0x9E3779B97F4A7C15ull) & (cap_occ - 1);
+                while (occ[h].key) h = (h + 1) & (cap_occ - 1);
+                occ[h] = prev[i];
+                ++n_occ;
+            }
+        std::free(prev);
+    }
+    const uint64_t key = (site << 11) ^ (uint64_t(thread) + 1);
+    size_t h = (key * 0x9E3779B97F4A7C15ull) & (cap_occ - 1);
+    while (occ[h].key && occ[h].key != key) h = (h + 1) & (cap_occ - 1);
+    if (!occ[h].key) { occ[h].key = key; ++n_occ; }
+    return occ[h].count++;
+}
+
+void add(uint64_t site, uint32_t thread, uint64_t off, uint32_t size, int32_t buffer) {
+    if (n_recs == cap_recs) {
+        cap_recs = cap_recs ? 2 * cap_recs : 1 << 16;
+        recs = static_cast<Rec*>(std::realloc(recs, cap_recs * sizeof(Rec)));
+    }
+    recs[n_recs++] = Rec{site ^ (buffer < 0 ? 0 : 1ull << 63), thread / 32,
+                         occurrence(site, thread), thread % 32, size, off, buffer};
+}
+
+int by_request(const void* a, const void* b) {
+    const Rec& x = *static_cast<const Rec*>(a);
+    const Rec& y = *static_cast<const Rec*>(b);
+    if (x.site != y.site) return x.site < y.site ? -1 : 1;
+    if (x.warp != y.warp) return x.warp < y.warp ? -1 : 1;
+    if (x.k != y.k) return x.k < y.k ? -1 : 1;
+    if (x.lane != y.lane) return x.lane < y.lane ? -1 : 1;
+    return x.off < y.off ? -1 : x.off > y.off;
+}
+
+Site& site_of(uint64_t site, int shared) {
+    for (size_t i = 0; i < n_sites; ++i)
+        if (sites[i].site == site && sites[i].shared == shared) return sites[i];
+    if (n_sites == cap_sites) {
+        cap_sites = cap_sites ? 2 * cap_sites : 64;
+        sites = static_cast<Site*>(std::realloc(sites, cap_sites * sizeof(Site)));
+    }
+    sites[n_sites] = Site{site, shared, 0, 0, 0, 0};
+    return sites[n_sites++];
+}
+
+// The wavefronts of one shared-memory request: records [a, b) of one (site, warp, k).
+uint64_t wavefronts(const Rec* a, const Rec* b) {
+    uint32_t size = 0;
+    for (const Rec* r = a; r < b; ++r) size = r->size > size ? r->size : size;
+    const uint32_t group = size > 8 ? 8 : size > 4 ? 16 : 32;   // lanes per phase
+    uint64_t total = 0;
+    for (uint32_t first = 0; first < 32; first += group) {
+        uint64_t words[32 * 4];                 // distinct words of the phase
+        int n = 0;
+        for (const Rec* r = a; r < b; ++r) {
+            if (r->lane < first || r->lane >= first + group) continue;
+            for (uint64_t w = r->off / 4; w <= (r->off + r->size - 1) / 4; ++w) {
+                bool seen = false;
+                for (int i = 0; i < n && !seen; ++i) seen = words[i] == w;
+                if (!seen && n < 32 * 4) words[n++] = w;
+            }
+        }
+        if (n == 0) continue;
+        int per_bank[32] = {0}, most = 0;
+        for (int i = 0; i < n; ++i) {
+            const int c = ++per_bank[words[i] % 32];
+            most = c > most ? c : most;
+        }
+        total += uint64_t(most);
+    }
+    return total;
+}
+
+// The 32-byte sectors of one global request.
+uint64_t sectors(const Rec* a, const Rec* b) {
+    uint64_t seen[32 * 4];
+    int n = 0;
+    for (const Rec* r = a; r < b; ++r)
+        for (uint64_t s = r->off / 32; s <= (r->off + r->size - 1) / 32; ++s) {
+            const uint64_t key = (uint64_t(r->buffer) << 48) ^ s;
+            bool dup = false;
+            for (int i = 0; i < n && !dup; ++i) dup = seen[i] == key;
+            if (!dup && n < 32 * 4) seen[n++] = key;
+        }
+    return uint64_t(n);
+}
+
+void flush() {
+    if (n_recs) {
+        std::qsort(recs, n_recs, sizeof(Rec), by_request);
+        for (size_t i = 0; i < n_recs;) {
+            size_t j = i;
+            while (j < n_recs && recs[j].site == recs[i].site && recs[j].warp == recs[i].warp &&
+                   recs[j].k == recs[i].k)
+                ++j;
+            const bool shared = recs[i].buffer < 0;
+            Site& s = site_of(recs[i].site & ~(1ull << 63), shared);
+            s.requests += 1;
+            s.accesses += j - i;
+            if (shared) s.wavefronts += wavefronts(recs + i, recs + j);
+            else s.sectors += sectors(recs + i, recs + j);
+            i = j;
+        }
+    }
+    n_recs = 0;
+    if (occ) std::memset(occ, 0, cap_occ * sizeof(Occ));
+    n_occ = 0;
+}
+
+void record(const volatile void* p, size_t len, uint64_t site, int thread, uintptr_t base,
+            size_t shared_bytes) {
+    const uintptr_t a = uintptr_t(p);
+    if (a >= base && a + len <= base + shared_bytes) {
+        add(site, uint32_t(thread), a - base, uint32_t(len), -1);
+        return;
+    }
+    for (int i = 0; i < n_buffers; ++i)
+        if (a >= buffers[i].lo && a + len <= buffers[i].lo + buffers[i].bytes) {
+            add(site, uint32_t(thread), a - buffers[i].lo, uint32_t(len), buffers[i].arg);
+            return;
+        }
+}
+
+}  // namespace counts
+
 // Check, then record, every byte of an access of `len` bytes at `p` by the running thread.
-inline void access(const volatile void* p, size_t len, int kind) {
+inline void access(const volatile void* p, size_t len, int kind, uint64_t site = 0) {
     const uintptr_t off = uintptr_t(p) - C.base;
+    if (counts::on && C.cur >= 0 && site && C.mode == PLAIN)
+        counts::record(p, len, site, C.cur, C.base, C.bytes);
+    if (C.cur >= 0 && uintptr_t(p) + len > C.lo && uintptr_t(p) < C.hi &&
+        (uintptr_t(p) < C.base || off + len > C.bytes)) {
+        if (!C.oob[0]) {
+            const unsigned i = unsigned(C.cur);
+            std::snprintf(C.oob, sizeof C.oob, "out-of-bounds access to shared memory: a "
+                          "%zu-byte %s at byte %lld of a %zu-byte buffer, by thread (%u,%u,%u) "
+                          "of block (%u,%u,%u)", len, kind == READ ? "read" : "write",
+                          (long long)(intptr_t(p) - intptr_t(C.base)), C.bytes, i % C.dim[0],
+                          (i / C.dim[0]) % C.dim[1], i / (C.dim[0] * C.dim[1]), C.block[0],
+                          C.block[1], C.block[2]);
+        }
+        return;
+    }
     if (off >= C.size || C.cur < 0 || C.full) return;
-    if (len > C.size - off) len = C.size - off;
     if (C.mode == ATOMICS) kind = ATOMIC;
     const int w = C.cur / 32;
     const bool wmma = C.mode == WMMA;
@@ -696,7 +1080,10 @@ int describe(char* out, size_t len, int who) {
 
 extern "C" {
 
-void ioattn_race_launch(const unsigned* block, void* shared, size_t bytes) {
+void ioattn_race_launch(const unsigned* block, void* shared, size_t bytes, const void* lo,
+                        const void* hi) {
+    C.lo = uintptr_t(lo), C.hi = uintptr_t(hi), C.bytes = bytes;
+    C.oob[0] = 0;
     if (3 * bytes > C.capacity) {
         std::free(C.shadow);
         C.shadow = static_cast<Summary*>(std::calloc(3 * bytes, sizeof(Summary)));
@@ -723,6 +1110,7 @@ void ioattn_race_block(unsigned x, unsigned y, unsigned z) {
 void ioattn_race_current(int thread) { C.cur = thread; }
 
 void ioattn_race_syncthreads() {
+    counts::flush();
     next_interval();
     ++C.syncthreads;
 }
@@ -737,6 +1125,35 @@ void ioattn_race_exit(int thread) {
 void ioattn_race_mode(int mode) { C.mode = mode; }
 
 int ioattn_race_count() { return C.count; }
+
+void ioattn_race_global(const void* lo, size_t bytes, int arg) {
+    if (lo == nullptr) { counts::n_buffers = 0; return; }     // the launch's arrays are freed
+    if (counts::n_buffers < 64)
+        counts::buffers[counts::n_buffers++] = counts::Buffer{uintptr_t(lo), bytes, arg};
+}
+
+void ioattn_race_flush() { counts::flush(); }
+
+// The counts (Python, emulator.py): on/off, and the table since the last reset.
+void ioattn_race_counts(int enable) {
+    counts::flush();
+    counts::on = enable != 0;
+    counts::n_sites = 0;
+}
+size_t ioattn_race_sites() { counts::flush(); return counts::n_sites; }
+void ioattn_race_site(size_t i, uint64_t* out) {      // site, shared, requests, wavefronts,
+    const counts::Site& s = counts::sites[i];         // sectors, accesses
+    Dl_info info;                                     // the site as an offset in the library
+    out[0] = dladdr(reinterpret_cast<void*>(s.site), &info) && info.dli_fbase
+                 ? s.site - uint64_t(uintptr_t(info.dli_fbase)) : s.site; out[1] = uint64_t(s.shared); out[2] = s.requests; out[3] = s.wavefronts;
+    out[4] = s.sectors; out[5] = s.accesses;
+}
+
+int ioattn_race_out_of_bounds(char* out, size_t len) {
+    if (!C.oob[0]) return 0;
+    std::snprintf(out, len, "%s", C.oob);
+    return 1;
+}
 
 void ioattn_race_message(char* out, size_t len) {
     static const char* const now[] = {"reads", "writes", "updates atomically"};
@@ -779,11 +1196,12 @@ void __tsan_vptr_read(void**) {}
 void __tsan_read_range(void* p, unsigned long n) { access(p, n, READ); }
 void __tsan_write_range(void* p, unsigned long n) { access(p, n, WRITE); }
 
+#define SITE uint64_t(uintptr_t(__builtin_return_address(0)))
 #define IOATTN_TSAN_ACCESS(n)                                                                  \
-    void __tsan_read##n(void* p) { access(p, n, READ); }                                       \
-    void __tsan_write##n(void* p) { access(p, n, WRITE); }                                     \
-    void __tsan_unaligned_read##n(void* p) { access(p, n, READ); }                             \
-    void __tsan_unaligned_write##n(void* p) { access(p, n, WRITE); }                           \
+    void __tsan_read##n(void* p) { access(p, n, READ, SITE); }                                 \
+    void __tsan_write##n(void* p) { access(p, n, WRITE, SITE); }                               \
+    void __tsan_unaligned_read##n(void* p) { access(p, n, READ, SITE); }                       \
+    void __tsan_unaligned_write##n(void* p) { access(p, n, WRITE, SITE); }                     \
     void __tsan_volatile_read##n(void* p) { access(p, n, READ); }                              \
     void __tsan_volatile_write##n(void* p) { access(p, n, WRITE); }
 IOATTN_TSAN_ACCESS(1)
@@ -792,6 +1210,7 @@ IOATTN_TSAN_ACCESS(4)
 IOATTN_TSAN_ACCESS(8)
 IOATTN_TSAN_ACCESS(16)
 #undef IOATTN_TSAN_ACCESS
+#undef SITE
 
 // C++ atomics of the kernel's translation unit (a static's guard, say), done for real. On shared
 // memory they are recorded as atomic accesses.

@@ -37,11 +37,12 @@ extern "C" __global__ void flash_fwd_f32(
     const int i0 = blockIdx.x * B_r, r = ioattn_min(B_r, N - i0);
     const int tid = threadIdx.x, nt = blockDim.x;
     const int lane = tid % 32, warp = tid / 32, warps = (nt + 31) / 32;
+    const bool rot = B_c % 2 == 0;
 
     IOATTN_SHARED(float, cache);
     float* Q_i = cache;                  // B_r x d, scaled by tau
     float* O_i = Q_i + B_r * d;          // B_r x d, unnormalised output
-    float* K_t = O_i + B_r * d;          // d x B_c, K_j transposed
+    float* K_t = O_i + B_r * d;          // d x B_c, K_j transposed, rows rotated (below)
     float* V_j = K_t + B_c * d;          // B_c x d
     float* S = V_j + B_c * d;            // B_r x B_c, scores, then P_ij in place
     float* m_i = S + B_r * B_c;          // running row maxima
@@ -61,8 +62,13 @@ extern "C" __global__ void flash_fwd_f32(
         const int c = ioattn_min(B_c, N - j0);
         __syncthreads();                 // the previous step is done with K_t, V_j, S
         // [load K_j, V_j]
+        // Entry (k, b) of K_j^T lies at column (b + k) mod B_c of row k when B_c is even (rot):
+        // the lanes of a warp store consecutive k of one b, which unrotated would be B_c
+        // entries apart, gcd(B_c, 32) to a bank; rotated, they fall in consecutive banks. (For
+        // B_c odd the stride alone spreads them.) Same entries, same footprint.
         for (int e = tid; e < c * d; e += nt) {
-            K_t[(e % d) * B_c + e / d] = K[(long long)j0 * d + e];
+            const int k = e % d, b = e / d;
+            K_t[k * B_c + (rot ? (b + k) % B_c : b)] = K[(long long)j0 * d + e];
             V_j[e] = V[(long long)j0 * d + e];
         }
         COUNT_READ(2 * c * d);
@@ -71,7 +77,10 @@ extern "C" __global__ void flash_fwd_f32(
         for (int e = tid; e < r * c; e += nt) {
             const int a = e / c, b = e % c;
             float s = 0.0f;
-            for (int k = 0; k < d; ++k) s += Q_i[a * d + k] * K_t[k * B_c + b];
+            for (int k = 0, col = b; k < d; ++k) {      // col: where (k, b) lies in row k
+                s += Q_i[a * d + k] * K_t[k * B_c + col];
+                if (rot && ++col == B_c) col = 0;
+            }
             S[a * B_c + b] = (causal && j0 + b > i0 + a) ? IOATTN_NEG_INF : s;
         }
         __syncthreads();

@@ -17,12 +17,14 @@
 #include "emulate.h"           // the CPU emulator (kernels/emulate.h, see ioattn/gpu/emulator.py)
 #endif
 
-// Dynamic shared memory, as `type* name`, 16-byte aligned.
+// Dynamic shared memory, as `type* name`, 32-byte aligned: the 256-bit alignment WMMA load and
+// store pointers need (CUDA C++ Programming Guide, Warp Matrix Functions), so that a tile at a
+// multiple of 32 bytes from the start is aligned wherever the array is placed.
 #ifdef IOATTN_EMULATE
 #define IOATTN_SHARED(type, name) type* name = reinterpret_cast<type*>(ioattn_emu::dynamic_shared())
 #else
 #define IOATTN_SHARED(type, name) \
-    extern __shared__ __align__(16) unsigned char ioattn_smem_[]; \
+    extern __shared__ __align__(32) unsigned char ioattn_smem_[]; \
     type* name = reinterpret_cast<type*>(ioattn_smem_)
 #endif
 

@@ -1,0 +1,76 @@
+"""Shared-memory wavefronts and global sectors of every kernel, per instruction site, from the
+emulator's race-check build (:class:`ioattn.gpu.emulator.SiteCount`; ``emulate.h`` states the
+rules it counts by). ``python benchmarks/banks.py`` prints the table.
+
+A site's wavefronts per request is its bank-conflict degree (1: conflict-free, at most 4 bytes a
+lane); its sectors per request the 32-byte sectors a warp's request touches (4 for 32 coalesced
+floats). WMMA loads and stores (the tensor-core kernel's tiles) are not counted: the emulator
+does not model which lane moves which entry of a WMMA fragment.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["CASES", "main", "markdown", "site_counts"]
+
+#: The launches counted: label -> (algorithm, keyword arguments of ioattn.gpu.run, or
+#: "backward"). One head, N = 64, d = 64 (the A100 default d), blocks as the default rule
+#: would give them where it fits.
+CASES = {
+    "flash float32": ("flash", dict(block=(32, 32))),
+    "square_tiling": ("square_tiling", dict()),
+    "standard (one pass)": ("standard", dict()),
+    "standard (strips)": ("standard", dict(M=40)),
+    "flash backward": ("backward", dict(block=(16, 16))),
+}
+N, D = 64, 64
+
+
+def site_counts(label: str) -> tuple:
+    """The :class:`~ioattn.gpu.emulator.SiteCount` of every site of launch ``label``."""
+    import ioattn.gpu as g
+    from ioattn.gpu.backend import get_backend
+
+    algorithm, kw = CASES[label]
+    be = get_backend("emulator-racecheck")
+    rng = np.random.default_rng(0)
+    Q, K, V = (rng.standard_normal((N, D)).astype(np.float32) for _ in range(3))
+    be.take_accesses()
+    if algorithm == "backward":
+        fwd = g.run("flash", Q, K, V, save_lse=True, backend="emulator")
+        dO = rng.standard_normal((N, D)).astype(np.float32)
+        g.run_backward(Q, K, V, fwd.output, dO, fwd.lse, backend="emulator-racecheck", **kw)
+        return be.take_accesses()
+    return g.run(algorithm, Q, K, V, backend="emulator-racecheck", **kw).accesses
+
+
+def markdown(label: str, counts) -> str:
+    """One launch's sites as a Markdown table."""
+    lines = [f"### {label} (N = {N}, d = {D})", "",
+             "| kernel | line | space | requests | wavefronts | per request | sectors | "
+             "per request | code |", "|---|---:|---|---:|---:|---:|---:|---:|---|"]
+    for c in counts:
+        shared = c.space == "shared"
+        per = (c.wavefronts if shared else c.sectors) / c.requests
+        code = c.code if len(c.code) <= 60 else c.code[:57] + "..."
+        lines.append(f"| {c.kernel} | {c.line} | {c.space} | {c.requests:,} | "
+                     f"{c.wavefronts:,} | {per if shared else '-':{'.2f' if shared else ''}} | "
+                     f"{c.sectors:,} | {'-' if shared else f'{per:.2f}'} | "
+                     f"`{code.replace('|', '/')}` |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    import argparse
+    from pathlib import Path
+
+    p = argparse.ArgumentParser(prog="benchmarks/banks.py", description=__doc__.split("\n")[0])
+    p.add_argument("--only", nargs="+", choices=sorted(CASES), default=None)
+    p.add_argument("--out", type=Path, default=None, help="also write the tables here")
+    args = p.parse_args(argv)
+    text = "\n".join(markdown(label, site_counts(label)) for label in (args.only or CASES))
+    print(text)
+    if args.out is not None:
+        args.out.write_text(text, encoding="utf-8")
+    return 0

@@ -1,0 +1,132 @@
+"""Warp-level memory requests counted by the emulator (its race-check build): shared-memory
+wavefronts (32 banks of 4 bytes; a broadcast is free; 8-byte accesses by half-warps, 16-byte by
+quarter-warps) and the 32-byte global sectors of each request, against answers computed by hand."""
+
+import numpy as np
+import pytest
+
+import ioattn.gpu as gpu
+from ioattn.gpu.emulator import RawModule
+
+HEADER = '#include "ioattn.cuh"\n'
+
+# Lane t of one warp reads element (t * stride + offset) of a shared array of ELEM, then writes
+# the value to element (t * gstride + goffset) of a global array of ELEM.
+PATTERN = HEADER + '''
+extern "C" __global__ void k(ELEM* y, int stride, int offset, int gstride, int goffset) {
+    IOATTN_SHARED(ELEM, s);
+    ELEM v = s[threadIdx.x * stride + offset];                       // SHARED
+    y[threadIdx.x * gstride + goffset] = v;                       // GLOBAL
+}'''
+
+TYPES = {4: "float", 2: "unsigned short", 8: "unsigned long long", 16: "unsigned __int128"}
+
+
+def counts(size, stride, offset=0, gstride=1, goffset=0):
+    code = f"#define ELEM {TYPES[size]}\n" + PATTERN
+    f = RawModule(code=code, race_check=True).get_function("k")
+    y = np.zeros((32 * 64 + 64) * size, np.uint8)
+    f((1,), (32,), (y, np.int32(stride), np.int32(offset), np.int32(gstride),
+                    np.int32(goffset)), shared_mem=(32 * 64 + 64) * size)
+    shared = [c for c in f.accesses if c.space == "shared" and "SHARED" in c.code]
+    glob = [c for c in f.accesses if c.space == "global" and "GLOBAL" in c.code]
+    assert len(shared) == 1 and len(glob) == 1, f.accesses
+    assert shared[0].requests == glob[0].requests == 1
+    assert shared[0].accesses == glob[0].accesses == 32
+    return shared[0].wavefronts, glob[0].sectors
+
+
+@pytest.mark.parametrize("size, stride, offset, wavefronts", [
+    (4, 1, 0, 1),        # 32 consecutive floats: one word per bank
+    (4, 0, 5, 1),        # one float for every lane: a broadcast
+    (4, 2, 0, 2),        # stride 2: banks 0, 2, ..., 30 twice each
+    (4, 8, 0, 8),        # stride 8: 4 banks, 8 words each
+    (4, 32, 0, 32),      # a column of a 32 x 32 float tile: one bank, 32 words
+    (4, 33, 0, 1),       # the same column padded to 33: every bank once
+    (4, 3, 7, 1),        # odd stride: a permutation of the banks
+    (2, 1, 0, 1),        # 32 consecutive halves: 16 words, two lanes per word
+    (2, 64, 0, 32),      # halves 128 bytes apart: one bank, 32 words
+    (8, 1, 0, 2),        # 32 consecutive 8-byte words: two half-warps of 32 banks
+    (8, 16, 0, 32),      # 8-byte, 128 bytes apart: per half-warp 16 words x 2 in 2 banks
+    (16, 1, 0, 4),       # 32 consecutive 16-byte: four quarter-warps, 32 banks each
+    (16, 2, 0, 8),       # 16-byte, 32 bytes apart: per quarter-warp 2 words per bank
+    (16, 8, 0, 32),      # 16-byte, 128 bytes apart: per quarter-warp 8 words per bank
+])
+def test_shared_wavefronts(size, stride, offset, wavefronts):
+    assert counts(size, stride, offset)[0] == wavefronts
+
+
+@pytest.mark.parametrize("size, gstride, goffset, sectors", [
+    (4, 1, 0, 4),        # 128 coalesced bytes: 4 sectors
+    (4, 1, 1, 5),        # shifted by one float: straddles 5
+    (4, 0, 0, 1),        # every lane the same float: one sector
+    (4, 2, 0, 8),        # stride 2: 256 bytes spanned, 8 sectors
+    (4, 8, 0, 32),       # 32 bytes apart: a sector per lane
+    (4, 64, 0, 32),      # far apart: a sector per lane
+    (16, 1, 0, 16),      # 512 coalesced bytes
+    (2, 1, 0, 2),        # 64 coalesced bytes
+])
+def test_global_sectors(size, gstride, goffset, sectors):
+    assert counts(size, 1, 0, gstride, goffset)[1] == sectors
+
+
+def test_loops_pair_the_lanes_kth_iterations():
+    # each lane writes s[e] for e = t, t + 32, ...: every iteration a conflict-free request
+    f = RawModule(code=HEADER + '''extern "C" __global__ void k(float* y) {
+        IOATTN_SHARED(float, s);
+        for (int e = threadIdx.x; e < 200; e += blockDim.x) s[e] = 1.0f;   // FILL
+        __syncthreads();
+        y[threadIdx.x] = s[threadIdx.x]; }''', race_check=True).get_function("k")
+    f((1,), (64,), (np.zeros(64, np.float32),), shared_mem=800)
+    (fill,) = [c for c in f.accesses if "FILL" in c.code]
+    # 2 warps; warp 0 covers e < 200 in 4 iterations (0..127 in 2, then 128..191), warp 1 too
+    assert fill.accesses == 200
+    assert fill.requests == fill.wavefronts == 7     # warp 0: 4 requests, warp 1: 3 (32..199)
+
+
+def test_a_kernel_run_reports_its_sites():
+    rng = np.random.default_rng(0)
+    Q, K, V = (rng.standard_normal((40, 16)) for _ in range(3))
+    r = gpu.run("flash", Q, K, V, block=(16, 32), backend="emulator-racecheck")
+    assert r.accesses and {c.kernel for c in r.accesses} == {"flash_fwd_f32"}
+    assert {c.space for c in r.accesses} == {"shared", "global"}
+    assert all(c.wavefronts >= c.requests > 0 for c in r.accesses if c.space == "shared")
+    assert all(c.sectors > 0 for c in r.accesses if c.space == "global")
+
+
+def test_the_table_lists_every_float32_kernel():
+    from ioattn.gpu import banks
+
+    kernels = set()
+    for label in banks.CASES:
+        rows = banks.site_counts(label)
+        assert rows, label
+        text = banks.markdown(label, rows)
+        assert text.count("\n| ") == len(rows) + 1          # the header, then a row a site
+        kernels |= {c.kernel for c in rows}
+    assert kernels == {"flash_fwd_f32", "square_tiling_scores", "square_tiling_output",
+                       "standard_product", "standard_softmax_rows", "standard_softmax_strips",
+                       "flash_backward_preprocess", "flash_backward"}
+
+
+@pytest.mark.parametrize("B_c, most", [(32, 1), (64, 1), (96, 1), (33, 1), (16, 2), (24, 2),
+                                       (48, 2)])
+def test_flash_stores_its_K_transpose_without_bank_conflicts(rng, B_c, most):
+    # unrotated, the store of K_j^T put a warp's 32 lanes B_c entries apart: gcd(B_c, 32)-way
+    # (32-way at B_c = 32, 64, 96; 16-way at 16 and 48; 8-way at 24), 8,192 wavefronts for the
+    # 256 requests of N = 64, d = 64, block (32, 32); rotated, 256
+    N, d = max(B_c, 40), 64
+    Q, K, V = (rng.standard_normal((N, d)) for _ in range(3))
+    r = gpu.run("flash", Q, K, V, block=(16, B_c), backend="emulator-racecheck")
+    (store,) = [c for c in r.accesses if c.space == "shared" and c.code.startswith("K_t[")]
+    assert store.wavefronts <= most * store.requests
+    (loads,) = [c for c in r.accesses if c.space == "global" and c.code.startswith("K_t[")]
+    assert loads.sectors == 4 * loads.requests        # the global side stays coalesced
+
+
+def test_the_table_shows_the_rotated_store(rng):
+    from ioattn.gpu import banks
+
+    rows = banks.site_counts("flash float32")
+    (store,) = [c for c in rows if c.space == "shared" and c.code.startswith("K_t[")]
+    assert (store.requests, store.wavefronts) == (256, 256)
