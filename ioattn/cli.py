@@ -168,9 +168,12 @@ def _parallel(args) -> int:
 
 def main(argv=None) -> int:
     try:
-        return _main(argv)
+        code = _main(argv)
+        # buffered output is written here, not at exit, where a closed pipe could not be caught
+        sys.stdout.flush()
+        return code
     except BrokenPipeError:
-        # the reader of the output closed it early (`ioattn sweep ... | head`): stop quietly,
+        # the reader of the output closed it early (`ioattn sweep ... | true`): stop quietly,
         # with the rest of the output sent nowhere so that Python's flush at exit cannot fail
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
