@@ -41,7 +41,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 from . import bounds, gpus
 from ._validate import as_count
-from .algorithms import get
+from .algorithms import REGISTRY, get
 from .api import io_cost
 from .masks import Mask
 from .plotting import PARALLEL_STYLE as _PSTYLE
@@ -56,7 +56,7 @@ __all__ = ["DEFAULT_NAMES", "DEFAULT_OPTIONS", "KINDS", "OTHER_COLOUR", "PARALLE
            "ratio_text", "readout", "static_explorer", "words"]
 
 #: The algorithms shown by default.
-DEFAULT_NAMES = ("flash", "square_tiling", "standard")
+DEFAULT_NAMES = tuple(sorted(REGISTRY))
 #: Their options by default: square tiling with the outer-product schedule (its cheaper one).
 DEFAULT_OPTIONS = {"square_tiling": {"schedule": "outer"}}
 #: Colour of a line without a style in :data:`ioattn.plotting.STYLE`.
