@@ -1,20 +1,37 @@
 # `make test` and `make book` do all the set-up themselves: a virtual environment in .venv with
-# the package and its extras installed (see README.md), and, for the browser tests, Debian's
-# chromium when it is missing.
+# the package and its extras installed (see README.md), and, for the browser tests and the
+# book's PDF, Debian's chromium when it is missing. `make book` installs only what the book's
+# pages need (requirements.txt); `make test` installs every extra, adding the rest to a venv
+# that `make book` made.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+# what the book's pages need: the package with its book, teach and parallel extras
+BOOK_STAMP := $(VENV)/.book-installed
+# everything: also the test extra and the nvrtc extra (CuPy and NVIDIA's CUDA compiler wheels,
+# about 600 MB of the full venv's 1.5 GB), which no page needs
 STAMP  := $(VENV)/.installed
+ALL_EXTRAS := book,test,teach,nvrtc,parallel
 # Playwright drives the system's chromium; it must never download a browser of its own.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
 .PHONY: test book notebooks chromium bench bench-tests test-gpu bench-gpu gpu-check clean
 
-$(STAMP): pyproject.toml requirements.txt
+$(BIN)/python:
+	@echo "== creating the virtual environment $(VENV)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet --upgrade pip "setuptools>=77"
+
+$(BOOK_STAMP): pyproject.toml requirements.txt | $(BIN)/python
+	@echo "== installing what the book's pages need (requirements.txt: .[book,teach,parallel])"
 	$(BIN)/python -m pip install --quiet -r requirements.txt
-	touch $(STAMP)
+	touch $@
+
+$(STAMP): pyproject.toml requirements.txt | $(BIN)/python
+	@echo "== installing the package with every extra (.[$(ALL_EXTRAS)]; the nvrtc extra's"
+	@echo "   CuPy and CUDA compiler wheels are about 600 MB installed)"
+	$(BIN)/python -m pip install --quiet -e '.[$(ALL_EXTRAS)]'
+	touch $@ $(BOOK_STAMP)
 
 # The browser tests and the book's PDF need chromium: install Debian's package when there is no
 # Chromium-based browser (pdf.py also takes Google Chrome, as on GitHub's runners).
@@ -34,8 +51,10 @@ test: $(STAMP) chromium
 # writes each page's student notebook, the assignments' practice notebooks and the package's
 # wheel into _build/html/notebooks (book/_ext/notebooks.py). With GITHUB_REPOSITORY=owner/name
 # (and GITHUB_SHA) set, as in GitHub Actions, the pages' buttons lead to that repository.
-book: $(STAMP) chromium
+book: $(BOOK_STAMP) chromium
+	@echo "== building the book: every page executed (cached in _build/.jupyter_cache), then rendered"
 	$(BIN)/jupyter-book build . --path-output . --warningiserror --nitpick --keep-going
+	@echo "== printing the whole book to one PDF"
 	$(BIN)/python book/_ext/pdf.py _build/html
 	@echo "The book is in _build/html/index.html"
 
@@ -44,7 +63,7 @@ book: $(STAMP) chromium
 # force-pushes it with PUSH=<remote>. Run after `make book`.
 NOTEBOOKS_BRANCH ?= notebooks
 PUSH ?=
-notebooks: $(STAMP)
+notebooks: $(BOOK_STAMP)
 	$(BIN)/python book/_ext/notebooks.py publish _build/html/notebooks \
 	  --branch $(NOTEBOOKS_BRANCH) $(if $(PUSH),--push $(PUSH))
 

@@ -38,11 +38,11 @@ from . import __version__
 from ._validate import suggest
 from .algorithms import BACKWARD, REGISTRY, get
 from .api import io_cost, run, run_backward
-from .sweep import powers_of_two, sweep
+from .sweep import DEFAULT_OPTIONS, powers_of_two, sweep
 
 #: The options ``ioattn sweep`` runs the algorithms with unless ``--option`` says otherwise: those
-#: of the book's crossover chapter.
-SWEEP_OPTIONS = {"square_tiling": {"schedule": "outer"}}
+#: of the book's crossover chapter (:data:`ioattn.sweep.DEFAULT_OPTIONS`).
+SWEEP_OPTIONS = DEFAULT_OPTIONS
 
 
 def _positive(text: str) -> int:
@@ -242,9 +242,12 @@ def _parallel(args) -> int:
 
 def main(argv=None) -> int:
     try:
-        return _main(argv)
+        code = _main(argv)
+        # buffered output is written here, not at exit, where a closed pipe could not be caught
+        sys.stdout.flush()
+        return code
     except BrokenPipeError:
-        # the reader of the output closed it early (`ioattn sweep ... | head`): stop quietly,
+        # the reader of the output closed it early (`ioattn sweep ... | true`): stop quietly,
         # with the rest of the output sent nowhere so that Python's flush at exit cannot fail
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1

@@ -47,7 +47,7 @@ from .masks import Mask
 from .plotting import PARALLEL_STYLE as _PSTYLE
 from .plotting import STYLE, TITLES
 from .plotting import label as plot_label
-from .sweep import Sweep, as_options, sweep
+from .sweep import DEFAULT_OPTIONS, Sweep, as_options, sweep
 
 __all__ = ["DEFAULT_NAMES", "DEFAULT_OPTIONS", "D_MAX", "KINDS", "M_MAX", "N_MAX", "OTHER_COLOUR",
            "PARALLEL_HEADS", "PARALLEL_PS", "PARALLEL_STYLE", "STATIC_HI", "across", "curves",
@@ -57,9 +57,7 @@ __all__ = ["DEFAULT_NAMES", "DEFAULT_OPTIONS", "D_MAX", "KINDS", "M_MAX", "N_MAX
            "static_explorer", "words"]
 
 #: The algorithms shown by default.
-DEFAULT_NAMES = ("flash", "square_tiling", "standard")
-#: Their options by default: square tiling with the outer-product schedule (its cheaper one).
-DEFAULT_OPTIONS = {"square_tiling": {"schedule": "outer"}}
+DEFAULT_NAMES = tuple(sorted(REGISTRY))
 #: Colour of a line without a style in :data:`ioattn.plotting.STYLE`.
 OTHER_COLOUR = "#9467bd"
 #: The largest ``N`` and ``d`` the explorers take: the ends of the live explorer's sliders.

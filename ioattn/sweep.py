@@ -10,7 +10,11 @@ from ._validate import as_count, as_counts, as_flag, as_name, as_names
 from .algorithms import BACKWARD, REGISTRY, get
 from .api import io_cost
 
-__all__ = ["Sweep", "as_options", "powers_of_two", "sweep"]
+__all__ = ["DEFAULT_OPTIONS", "Sweep", "as_options", "powers_of_two", "sweep"]
+
+#: The options the book's crossover chapter, ``ioattn sweep`` and the explorers run the algorithms
+#: with unless told otherwise: square tiling with the outer-product schedule, its cheaper one.
+DEFAULT_OPTIONS = {"square_tiling": {"schedule": "outer"}}
 
 
 def as_options(options, backward: bool = False) -> dict:

@@ -7,28 +7,19 @@ import numpy as np
 import pytest
 from hypothesis import settings
 
+from ioattn.algorithms import variants
+
 from . import book_build
 
 settings.register_profile("ioattn", deadline=None, max_examples=60, derandomize=True)
 settings.load_profile("ioattn")
 
-#: Every attention algorithm with every option value worth testing: (name, options).
-VARIANTS = [
-    ("flash", {}),
-    ("flash", {"variant": "fa1"}),
-    ("square_tiling", {}),
-    ("square_tiling", {"schedule": "outer"}),
-    ("standard", {}),
-]
+#: Every attention algorithm with every value of its choices: (name, options), from the registry.
+VARIANTS = variants()
 VARIANT_IDS = [name + "".join(f"-{v}" for v in opts.values()) for name, opts in VARIANTS]
 
-#: Every backward pass with every option value worth testing: (name, options).
-BACKWARD_VARIANTS = [
-    ("flash", {}),
-    ("square_tiling", {}),
-    ("square_tiling", {"schedule": "outer"}),
-    ("standard", {}),
-]
+#: Every backward pass with every value of its choices: (name, options), from the registry.
+BACKWARD_VARIANTS = variants(backward=True)
 BACKWARD_IDS = [name + "".join(f"-{v}" for v in opts.values())
                 for name, opts in BACKWARD_VARIANTS]
 

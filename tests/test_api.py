@@ -10,8 +10,31 @@ from .conftest import random_qkv
 Q, K, V = random_qkv(8, 4)
 
 
+#: The book's three algorithms: both registries hold them, forward and backward (others may
+#: join them; see CONTRIBUTING.md).
+BOOK = ["flash", "square_tiling", "standard"]
+
+
 def test_algorithms_lists_the_registry():
-    assert ioattn.algorithms() == ["flash", "square_tiling", "standard"]
+    from ioattn.algorithms import BACKWARD, REGISTRY
+
+    assert ioattn.algorithms() == sorted(REGISTRY)
+    assert ioattn.algorithms(backward=True) == sorted(BACKWARD)
+    for backward in (False, True):
+        names = ioattn.algorithms(backward=backward)
+        assert set(BOOK) <= set(names), names
+
+
+def test_variants_are_every_choice_of_every_algorithm():
+    from ioattn.algorithms import variants
+
+    assert [v for v in variants() if v[0] in BOOK] == [
+        ("flash", {}), ("flash", {"variant": "fa1"}),
+        ("square_tiling", {}), ("square_tiling", {"schedule": "outer"}), ("standard", {})]
+    assert [v for v in variants(backward=True) if v[0] in BOOK] == [
+        ("flash", {}), ("square_tiling", {}), ("square_tiling", {"schedule": "outer"}),
+        ("standard", {})]
+    assert sorted({name for name, _ in variants()}) == ioattn.algorithms()
 
 
 def test_run_accepts_float32_and_lists():
@@ -92,9 +115,9 @@ def test_result_carries_the_plan_and_optional_trace():
 
 
 def test_backward_registry_and_names():
-    assert ioattn.algorithms(backward=True) == ["flash", "square_tiling", "standard"]
-    with pytest.raises(ValueError, match="unknown backward pass 'flsh'; known backward passes: "
-                                         "flash, square_tiling, standard"):
+    known = ", ".join(ioattn.algorithms(backward=True))
+    with pytest.raises(ValueError, match=f"unknown backward pass 'flsh'; known backward passes: "
+                                         f"{known}$"):
         ioattn.io_cost("flsh", 8, 4, 100, backward=True)
     dO = random_qkv(8, 4, seed=9)[0]
     r = ioattn.run_backward("flash", Q, K, V, dO, 100)

@@ -105,11 +105,9 @@ def _chapters(built) -> list[str]:
 
 
 def _visit(browser, url, width):  # noqa: F811
-    v = Visit(browser, url)
-    if width != 1280:
-        v.page.set_viewport_size({"width": width, "height": 900})
-        v.page.wait_for_timeout(200)
-    return v
+    """The page loaded at ``width`` from the start (a phone's a touch screen): no resize whose
+    redrawing a measurement could run ahead of."""
+    return Visit(browser, url, width=width)
 
 
 def test_every_figure_is_readable_and_described(built, site, browser):  # noqa: F811

@@ -12,12 +12,14 @@ must be at least 40 px high, and no script may fail. Screenshots go where
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 
 import pytest
 
 from ioattn.explorer import parallel_picture, parallel_readout, parallel_words, ratio_text
+from ioattn.pebble.view import static_stepper
 
 from .test_browser import Visit, browser, shots, site  # noqa: F401  (fixtures)
 
@@ -248,13 +250,18 @@ def test_stepper_by_touch_on_a_phone(site, browser, shots):  # noqa: F811
         assert tag.inner_text() == "recompute" and "(recompute)" in out.inner_text()
         halo = st.locator("svg[data-layout=upright] circle.pebble-halo")
         assert halo.get_attribute("stroke") == "#9c27b0"
-        # play, then reset stops it
+        # play, then reset stops it: on the page's clock, paused and moved on by the test, so
+        # that play takes as many steps whatever the machine's speed
+        interval = inspect.signature(static_stepper).parameters["interval"].default
+        page.clock.install()
+        page.clock.pause_at(page.evaluate("Date.now()") + 1000)
         st.locator("button.pebble-play").tap()
-        page.wait_for_timeout(1000)
+        page.clock.run_for(2 * interval + interval // 2)
+        assert out.inner_text() == data["texts"][r + 2]           # two steps on from r
         st.locator("button.pebble-reset").tap()
         assert out.inner_text() == data["texts"][0]
         assert st.locator("button.pebble-play").inner_text() == "play"
-        page.wait_for_timeout(600)
+        page.clock.run_for(4 * interval)
         assert out.inner_text() == data["texts"][0]               # stopped
         st.screenshot(path=str(shots / "stepper-phone.png"))
         assert not visit.errors, visit.errors

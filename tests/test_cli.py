@@ -1,6 +1,7 @@
 """The ``ioattn`` command."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -185,19 +186,27 @@ def test_parallel_bad_arguments(argv, message, capsys):
     assert err.count("\n") == 1 and "Traceback" not in err         # one line
 
 
-@pytest.mark.parametrize("command", [["sweep", "--N", "4096", "--d", "64"],
-                                     ["parallel", "--N", "4096", "--d", "64", "--P-max", "64"]])
-def test_output_cut_short_by_its_reader_is_no_traceback(command):
-    # `ioattn sweep ... | head -1`: the reader closes the pipe after one line
-    proc = subprocess.Popen([sys.executable, "-m", "ioattn", *command], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
-    first = proc.stdout.readline()
-    proc.stdout.close()
-    err = proc.stderr.read().decode()
-    proc.wait(timeout=60)
-    assert first.strip(), "no first line of output"
+@pytest.mark.parametrize("unbuffered", [False, True], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize("command", [["sweep", "--N", "256", "--d", "16"],
+                                     ["parallel", "--N", "256", "--d", "16", "--P-max", "16"]])
+def test_output_cut_short_by_its_reader_is_no_traceback(command, unbuffered):
+    # `ioattn sweep ... | true`: the reader has closed the pipe before anything is written, so
+    # that every write fails whatever the speed of either side (a reader that stops after one
+    # line, as `head -1`, may or may not stop before the whole output is in the pipe); with
+    # Python's output buffered (the default) or not (PYTHONUNBUFFERED=1), set here either way
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONUNBUFFERED"}
+    if unbuffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    try:
+        done = subprocess.run([sys.executable, "-m", "ioattn", *command], stdout=write_end,
+                              stderr=subprocess.PIPE, env=env, timeout=300, check=False)
+    finally:
+        os.close(write_end)
+    err = done.stderr.decode()
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
-    assert proc.returncode == 1
+    assert done.returncode == 1, err
 
 
 def test_python_dash_m():

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from ioattn import gpus, io_cost
+from ioattn.algorithms import REGISTRY
 from ioattn.bounds import lower_bound, lower_curve
 from ioattn.explorer import (
     DEFAULT_OPTIONS,
@@ -44,7 +45,7 @@ from ioattn.explorer import (
 from ioattn.sweep import sweep
 from ioattn.widgets import explorer
 
-NAMES = ["flash", "square_tiling", "standard"]
+NAMES = sorted(REGISTRY)
 
 
 def test_default_Ms():

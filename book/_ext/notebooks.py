@@ -33,7 +33,6 @@ wheel found beside the notebook (or up to two folders above it), or says how to 
 from __future__ import annotations
 
 import ast
-import importlib.util
 import posixpath
 import shutil
 import subprocess
@@ -679,6 +678,27 @@ def student_notebook(app, docname: str, site: str | None, requirement: str | Non
     return nb
 
 
+def _can_build_here() -> bool:
+    """Whether this environment holds every build requirement of pyproject.toml, in a version
+    it accepts (``setuptools>=77``, for the licence as an SPDX expression)."""
+    try:
+        import tomllib
+        from importlib.metadata import PackageNotFoundError, version
+
+        from packaging.requirements import Requirement
+    except ImportError:                   # Python 3.10 has no tomllib: let pip decide
+        return False
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    for line in tomllib.loads(text)["build-system"]["requires"]:
+        need = Requirement(line)
+        try:
+            if not need.specifier.contains(version(need.name), prereleases=True):
+                return False
+        except PackageNotFoundError:
+            return False
+    return True
+
+
 def build_wheel(folder: Path) -> Path:
     """``pip wheel --no-deps`` of the package's sources (copied, so the working tree stays
     clean) into ``folder``; the wheel."""
@@ -692,10 +712,9 @@ def build_wheel(folder: Path) -> Path:
             shutil.copy2(ROOT / name, src / name)
         shutil.copytree(ROOT / "ioattn", src / "ioattn",
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        # Offline with the environment's setuptools when it has one; else pip fetches the
-        # build backend pyproject.toml names.
-        isolation = [] if importlib.util.find_spec("setuptools") is None \
-            else ["--no-build-isolation"]
+        # Offline with the environment's setuptools when it is one pyproject.toml's
+        # build-system accepts; else pip fetches the build backend pyproject.toml names.
+        isolation = ["--no-build-isolation"] if _can_build_here() else []
         cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation, "-q",
                "-w", str(folder), str(src)]
         subprocess.run(cmd, check=True, capture_output=True, text=True)

@@ -131,7 +131,8 @@ def _offline(route):
         route.abort()
 
 
-def print_pages(html_dir: Path, pages: list[str]) -> tuple[list[tuple[str, str, bytes]], str]:
+def print_pages(html_dir: Path, pages: list[str],
+                progress=None) -> tuple[list[tuple[str, str, bytes]], str]:
     """Print each page with chromium, served from a local HTTP server.
 
     Parameters
@@ -140,6 +141,8 @@ def print_pages(html_dir: Path, pages: list[str]) -> tuple[list[tuple[str, str, 
         The built HTML folder.
     pages : list of str
         The pages to print, relative to ``html_dir``.
+    progress : callable, optional
+        Called with a line of text as each page is printed (``print``, say).
 
     Returns
     -------
@@ -162,7 +165,8 @@ def print_pages(html_dir: Path, pages: list[str]) -> tuple[list[tuple[str, str, 
                 context.route("**/*", _offline)
                 page = context.new_page()
                 page.emulate_media(media="print")
-                for name in pages:
+                for number, name in enumerate(pages, 1):
+                    started = time.perf_counter()
                     response = page.goto(base + name, wait_until="load")
                     if response is None or not response.ok:
                         raise SystemExit(f"{name}: HTTP {response and response.status}")
@@ -171,6 +175,10 @@ def print_pages(html_dir: Path, pages: list[str]) -> tuple[list[tuple[str, str, 
                         "() => { const h = document.querySelector('article h1');"
                         " return (h ? h.textContent : document.title).replace(/#$/, '').trim() }")
                     printed.append((name, title, page.pdf(**PRINT)))
+                    if progress:
+                        sheets = len(PdfReader(io.BytesIO(printed[-1][2])).pages)
+                        progress(f"  [{number}/{len(pages)}] {name}: {sheets} pages "
+                                 f"({time.perf_counter() - started:.1f} s)")
             finally:
                 browser.close()
     finally:
@@ -248,7 +256,8 @@ def _retarget_links(writer: PdfWriter, base: str, pages: list[tuple[str, int, di
         page[NameObject("/Annots")] = keep
 
 
-def build(html_dir: Path, output: Path | None = None, pages: list[str] | None = None) -> Path:
+def build(html_dir: Path, output: Path | None = None, pages: list[str] | None = None,
+          progress=None) -> Path:
     """Print the book's pages and join them into one PDF.
 
     Parameters
@@ -259,6 +268,8 @@ def build(html_dir: Path, output: Path | None = None, pages: list[str] | None = 
         Where to write the PDF; by default :data:`PDF_PATH` inside ``html_dir``.
     pages : list of str, optional
         The pages, relative to ``html_dir``; by default those of ``_toc.yml``, in its order.
+    progress : callable, optional
+        Called with a line of text at each stage and each page printed (``print``, say).
 
     Returns
     -------
@@ -270,7 +281,10 @@ def build(html_dir: Path, output: Path | None = None, pages: list[str] | None = 
     missing = [p for p in pages if not (html_dir / p).is_file()]
     if missing:
         raise SystemExit(f"{html_dir}: pages of _toc.yml not built: {missing}")
-    printed, base = print_pages(html_dir, pages)
+    say = progress or (lambda line: None)
+    say(f"printing {len(pages)} pages with chromium")
+    printed, base = print_pages(html_dir, pages, progress)
+    say("joining them into one PDF, its links retargeted and identical objects kept once")
     writer = PdfWriter()
     joined = []
     for name, title, data in printed:
@@ -291,6 +305,7 @@ def build(html_dir: Path, output: Path | None = None, pages: list[str] | None = 
     output.parent.mkdir(parents=True, exist_ok=True)
     with open(output, "wb") as f:
         writer.write(f)
+    say(f"written: {output}")
     return output
 
 
@@ -306,7 +321,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("-o", "--output", help=f"the PDF (default: HTML_DIR/{PDF_PATH})")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    out = build(Path(args.html_dir), args.output)
+    out = build(Path(args.html_dir), args.output, progress=functools.partial(print, flush=True))
     pages = len(PdfReader(out).pages)
     print(f"The book as one PDF ({pages} pages, {out.stat().st_size / 1e6:.1f} MB, "
           f"{time.perf_counter() - start:.0f} s) is in {out}")

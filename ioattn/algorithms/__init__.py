@@ -9,8 +9,8 @@ from . import (  # noqa: F401
     square_tiling,
     standard,
 )
-from .base import BACKWARD, REGISTRY, Algorithm, BackwardAlgorithm, Plan, get
+from .base import BACKWARD, REGISTRY, Algorithm, BackwardAlgorithm, Plan, get, variants
 from .matmul import matmul_cost, plan_matmul, run_matmul
 
 __all__ = ["BACKWARD", "REGISTRY", "Algorithm", "BackwardAlgorithm", "Plan", "get", "matmul_cost",
-           "plan_matmul", "run_matmul"]
+           "plan_matmul", "run_matmul", "variants"]

@@ -73,7 +73,7 @@ from ..memory import IOCount
 from .backward_standard import RowPass, plan_row_pass, row_pass, rowsum_product
 from .base import BackwardAlgorithm, Plan, imax, imin, register_backward, select
 from .matmul import MatmulPlan, product_io, tiled_product
-from .square_tiling import check_schedule, square_tile_plan
+from .square_tiling import SCHEDULES, check_schedule, square_tile_plan
 
 __all__ = ["BackwardSquareTiling", "BackwardSquareTilingPlan"]
 
@@ -110,6 +110,7 @@ class BackwardSquareTiling(BackwardAlgorithm):
     name = "square_tiling"
     summary = "square tiling backward: P and dS in tiles through slow memory, dP never written"
     options = {"schedule": "blocked"}
+    choices = {"schedule": SCHEDULES}
 
     def min_M(self, d, schedule="blocked"):
         check_schedule(schedule)

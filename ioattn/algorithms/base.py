@@ -19,7 +19,7 @@ from ..memory import IOCount, SlowArray, TwoLevelMemory
 
 __all__ = ["Algorithm", "BACKWARD", "BackwardAlgorithm", "Plan", "REGISTRY", "ceil_div",
            "divide_rows", "get", "imax", "imin", "isqrt", "log_sum_exp", "register",
-           "register_backward", "select"]
+           "register_backward", "select", "variants"]
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -105,7 +105,8 @@ class Plan:
 class Algorithm:
     """Base class of the registered attention algorithms.
 
-    A subclass sets ``name``, ``summary`` and ``options`` (option name -> default) and implements
+    A subclass sets ``name``, ``summary`` and ``options`` (option name -> default), and
+    ``choices`` for the options that take one of a few named values, and implements
     :meth:`min_M`, :meth:`make_plan`, :meth:`simulate` and :meth:`cost`. Every algorithm also
     takes ``mask`` and (forward only) ``save_lse``, which :meth:`plan` puts on the plan:
     :meth:`simulate` and :meth:`cost` must honour both, and agree exactly.
@@ -114,6 +115,9 @@ class Algorithm:
     name: ClassVar[str]
     summary: ClassVar[str]
     options: ClassVar[dict] = {}
+    #: The options that take one of a few named values: option -> every value, the default
+    #: first (:func:`variants` runs each one).
+    choices: ClassVar[dict[str, tuple]] = {}
     #: False for a schedule whose I/O is the same under every mask (standard attention).
     mask_changes_cost: ClassVar[bool] = True
 
@@ -223,6 +227,24 @@ def register_backward(cls: type[BackwardAlgorithm]) -> type[BackwardAlgorithm]:
     """Class decorator: add one instance of ``cls`` to :data:`BACKWARD` under ``cls.name``."""
     BACKWARD[cls.name] = cls()
     return cls
+
+
+def variants(backward: bool = False) -> list[tuple[str, dict]]:
+    """Every registered algorithm (its backward pass with ``backward=True``) with every value
+    of its :attr:`~Algorithm.choices`, by name: ``(name, options)`` pairs, the defaults
+    (``{}``) first, then each other value of each choice on its own.
+
+    >>> variants()[:2]
+    [('flash', {}), ('flash', {'variant': 'fa1'})]
+    """
+    table = BACKWARD if backward else REGISTRY
+    out = []
+    for name in sorted(table):
+        algo = table[name]
+        out.append((name, {}))
+        for option, values in algo.choices.items():
+            out += [(name, {option: v}) for v in values if v != algo.options[option]]
+    return out
 
 
 def get(name: str, backward: bool = False) -> Algorithm:

@@ -112,6 +112,7 @@ class Flash(Algorithm):
     name = "flash"
     summary = "FlashAttention: query blocks outer, K/V streamed, online softmax"
     options = {"variant": "fa2", "block": None}
+    choices = {"variant": VARIANTS}
 
     def min_M(self, d, variant="fa2", block=None):
         _check_variant(variant)

@@ -111,6 +111,7 @@ class SquareTiling(Algorithm):
     name = "square_tiling"
     summary = "Saha-Ye square tiling: S in BxB tiles through slow memory, then softmax(S) V"
     options = {"schedule": "blocked"}
+    choices = {"schedule": SCHEDULES}
 
     def min_M(self, d, schedule="blocked"):
         check_schedule(schedule)

@@ -12,7 +12,6 @@ import inspect
 import os
 import subprocess
 import sys
-import time
 from math import sqrt
 
 import numpy as np
@@ -146,19 +145,28 @@ def test_honest_answers_get_full_marks_hidden():
         assert score == 1.0 and "3 hidden (d, W)" in msg, msg
 
 
-def test_the_plain_scan_gets_full_marks_and_a_check_takes_seconds():
+def test_the_plain_scan_gets_full_marks_and_the_key_costs_every_M_at_once(monkeypatch):
     for student in STUDENTS[:2]:
         score, msg, _ = graded("crossover", "q1", student, {"crossover": honest_scan})
         assert score == 1.0, msg
-    # the grader's own share of a hidden check: milliseconds per size
-    key.exact_crossover.cache_clear()
+    # the grader's own share of a hidden check, whatever 4 d^2 is: each schedule costed at every
+    # cache size in one call on an array, and io_cost itself only at the answer's edge
+    arrays, scalars = [], []
+    array_cost, one_cost = key.weighted_cost, key._one_cost
+    monkeypatch.setattr(key, "weighted_cost",
+                        lambda name, N, d, Ms, W, **o: arrays.append(len(Ms))
+                        or array_cost(name, N, d, Ms, W, **o))
+    monkeypatch.setattr(key, "_one_cost",
+                        lambda *args: scalars.append(args) or one_cost(*args))
     spec = get("crossover")
-    start = time.perf_counter()
     for k, student in enumerate(STUDENTS[:10]):
         p = spec.variant(student).params
         for N, d in [(p["N"], p["d"])] + spec.hidden(p, np.random.default_rng(k)):
+            arrays.clear()
+            scalars.clear()
+            key.exact_crossover.cache_clear()
             key.exact_crossover(N, d, p["W"])
-    assert time.perf_counter() - start < 5
+            assert arrays == [4 * d * d - 4 * d - 3] * 2 and 5 <= len(scalars) <= 6
 
 
 def test_an_answer_written_in_for_the_own_sizes_fails_the_hidden_ones():
@@ -509,12 +517,9 @@ def test_exact_search_does_not_reach_the_variants():
     assert len(g.inputs) + len(g.outputs) < err.value.bound <= kp.best_known(p["EDGES"], M)
 
 
-def test_variants_are_fast_deterministic_distinct_and_need_spills():
+def test_variants_are_deterministic_distinct_and_need_spills():
     spec = get("pebbling")
-    start = time.perf_counter()
     params = [spec.variant(f"id{k}").params for k in range(200)]
-    seconds = time.perf_counter() - start
-    assert seconds < 200 * 0.5, seconds                 # well under a second each
     assert params[:20] == [spec.variant(f"id{k}").params for k in range(20)]
     assert len({repr(p["EDGES"]) for p in params}) == 200
     assert {p["M"] for p in params} == set(pb.PEBBLES)
@@ -541,12 +546,22 @@ def test_best_known_is_the_same_in_another_process():
         assert out.stdout.strip() == repr(here)
 
 
-def test_the_pebbling_check_is_quick():
-    """Drawing the hidden graphs and their best known games: seconds, not minutes."""
-    start = time.perf_counter()
-    graded("pebbling", "q1", "quick-check", {"pebble": best}, seed=3)
-    graded("pebbling", "q2", "quick-check", {"partition": segments}, seed=3)
-    assert time.perf_counter() - start < 20
+def test_the_pebbling_check_runs_no_unbounded_search(monkeypatch):
+    """Drawing the hidden graphs and their best known games: seconds, not minutes, on any
+    machine, as every exact search the check starts gives up within PROBE_STATES states (the
+    best known games come from a fixed number of heuristic tries)."""
+    budgets = []
+
+    def probe(g, M, **options):
+        budgets.append(options.get("max_states"))
+        return min_io(g, M, **options)
+
+    monkeypatch.setattr(pb, "min_io", probe)
+    kp._best_game.cache_clear()
+    for question, names in (("q1", {"pebble": best}), ("q2", {"partition": segments})):
+        score, msg, _ = graded("pebbling", question, "quick-check", names, seed=3)
+        assert score == 1.0, msg
+    assert budgets and set(budgets) == {pb.PROBE_STATES}
 
 
 # ====================================================================== graded end to end

@@ -45,7 +45,9 @@ ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "book" / "assignments" / "guide.md"
 HEADING = "## A whole round, step by step"
 INSTALL = 'pip install "ioattn[teach]"'
-BUDGET = 360                                    # seconds, for both scripts together
+#: Seconds for both scripts together: only a guard against a hang (a fresh venv's install and
+#: three gradings take minutes, several times as long on a loaded machine).
+BUDGET = 1800
 STUDENTS = {"ada": 5, "alan": 0, "grace": 0}    # honest, buggy, cheating: their totals
 CHEAT = "referee_patch_judge"
 HONEST_LOG = 'print("tiled_matmul is ready")\nopen("progress.log", "a").write("ok\\n")\n'

@@ -115,9 +115,10 @@ def test_a_second_thread_is_refused(tmp_path):
         assert sandbox.confine(tmp_path).startswith("no file confinement")
         return
     code = textwrap.dedent("""
-        import sys, threading, time
+        import sys, threading
         from ioattn.teach.sandbox import confine
-        threading.Thread(target=time.sleep, args=(5,), daemon=True).start()
+        # a thread that lives until the process ends, however slowly confine() is reached
+        threading.Thread(target=threading.Event().wait, daemon=True).start()
         try:
             confine(sys.argv[1])
         except RuntimeError as exc:
