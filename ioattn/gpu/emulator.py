@@ -2,10 +2,12 @@
 
 The same source that CuPy compiles for the GPU is compiled here by the host C++ compiler with
 ``kernels/emulate.h``, which supplies what the kernels use of CUDA: thread and block indices,
-``__syncthreads``, warp shuffles, atomics, 16-bit floats and WMMA. A launch runs the grid one
-block at a time, each CUDA thread as a fiber; the header's comment says what that shows and what
-it cannot. :class:`RawModule` takes CuPy's calling convention, so the host code of every
-algorithm runs unchanged on NumPy arrays (:class:`ioattn.gpu.backend.EmulatorBackend`).
+``__syncthreads``, warp shuffles, atomics, 16-bit floats, WMMA, and the warp-level instructions of
+``kernels/mma.cuh`` (``ldmatrix``, ``mma.sync``, ``cp.async``) with the PTX ISA's per-lane
+fragments. A launch runs the grid one block at a time, each CUDA thread as a fiber; the header's
+comment says what that shows and what it cannot. :class:`RawModule` takes CuPy's calling
+convention, so the host code of every algorithm runs unchanged on NumPy arrays
+(:class:`ioattn.gpu.backend.EmulatorBackend`).
 
 >>> import numpy as np
 >>> from ioattn.gpu.emulator import RawModule

@@ -178,3 +178,19 @@ def test_the_tensor_core_tiles_are_conflict_free(rng):
     tiles = [c for c in rows if "matrix_sync" in c.code]
     assert len(tiles) == 7
     assert all(c.space == "shared" and c.wavefronts == 4 * c.requests for c in tiles), tiles
+
+
+def test_the_tensor_core_kernel_copies_K_and_V_16_bytes_a_lane():
+    # cp.async of 16 bytes a lane: a warp request moves 512 consecutive bytes of K or V (16
+    # sectors), written in 4 conflict-free quarter-warp phases; one thread loading one 2-byte
+    # entry a time made 8 times as many requests of 2 sectors
+    from ioattn.gpu import banks
+
+    rows = banks.site_counts("flash float16 (tensor cores)")
+    copies = [c for c in rows if c.code.startswith("if (row < rows) cp_async")]
+    (glob,) = [c for c in copies if c.space == "global"]
+    (shared,) = [c for c in copies if c.space == "shared"]
+    # N = d = 64, block (32, 32): 2 query blocks x 2 key blocks x (K_j, V_j) x 32 rows x 128 bytes
+    assert glob.accesses * 16 == 2 * 2 * 2 * 32 * 128
+    assert glob.requests == shared.requests == glob.accesses // 32
+    assert glob.sectors == 16 * glob.requests and shared.wavefronts == 4 * shared.requests

@@ -8,7 +8,7 @@
 //     read Q_i (r d) and fold tau into it: Q_i = fp16(tau * Q_i) (scaled in float32, rounded
 //     once to the storage type); O_i = 0, m_i = -inf, l_i = 0;
 //     for each key block j (columns j0 .. j0 + c - 1; causal: only j0 <= i0 + r - 1):
-//       read K_j, V_j (2 c d);
+//       read K_j, V_j (2 c d; 16-byte cp.async copies, copy_tile);
 //       S_ij = Q_i K_j^T                                  (tensor cores, float32)
 //       masked scores (causal, and columns >= N) = -inf
 //       m_new = max(m_i, rowmax S_ij), alpha = exp(m_i - m_new), P_ij = exp(S_ij - m_new)
@@ -41,6 +41,7 @@
 #include <cuda_bf16.h>
 #include <mma.h>
 #endif
+#include "mma.cuh"
 
 using namespace nvcuda;
 
@@ -64,6 +65,27 @@ __device__ __forceinline__ void load_tile(T* dst, const T* __restrict__ src, int
     for (int e = threadIdx.x; e < rows_pad * d; e += blockDim.x) {
         const int row = e / d, col = e - row * d;
         dst[row * ld + col] = from_f32<T>(row < rows ? scale * to_f32(src[e]) : 0.f);
+    }
+}
+
+// 16 bytes (8 entries) of a tile row.
+struct __align__(16) chunk16 { unsigned w[4]; };
+
+// Rows 0 .. rows - 1 of a (rows_pad x d) tile copied from global memory (row-major, d per row)
+// into shared memory (ld entries a row), 16 bytes at a time, by cp.async (sm_80 and later; a
+// plain 16-byte copy before): one warp request moves 512 consecutive bytes, and a thread does one
+// integer division per 8 entries. Rows rows .. rows_pad - 1 are zero-filled. A thread's copies
+// are complete after its cp_async_wait_all(), everyone's after that and a __syncthreads.
+template <typename T>
+__device__ __forceinline__ void copy_tile(T* dst, const T* __restrict__ src, int rows,
+                                          int rows_pad, int d, int ld)
+{
+    const int per_row = d / 8;                        // d is a multiple of 16
+    for (int e = threadIdx.x; e < rows_pad * per_row; e += blockDim.x) {
+        const int row = e / per_row, col = 8 * (e - row * per_row);
+        T* to = dst + row * ld + col;
+        if (row < rows) cp_async<16, true>(to, src + row * d + col);
+        else *reinterpret_cast<chunk16*>(to) = chunk16{{0u, 0u, 0u, 0u}};
     }
 }
 
@@ -114,10 +136,11 @@ __device__ void flash_fwd_tc(const T* __restrict__ Q, const T* __restrict__ K,
     for (int j0 = 0; j0 < N && (!causal || j0 <= last); j0 += B_c) {
         const int c = ioattn_min(B_c, N - j0);
         __syncthreads();                              // every warp is done with K_j, V_j, P_ij
-        load_tile(K_j, K + (long long)j0 * d, c, B_c, d, ldh, 1.f);
-        load_tile(V_j, V + (long long)j0 * d, c, B_c, d, ldh, 1.f);
+        copy_tile(K_j, K + (long long)j0 * d, c, B_c, d, ldh);
+        copy_tile(V_j, V + (long long)j0 * d, c, B_c, d, ldh);
+        cp_async_wait_all();
         COUNT_READ(2LL * c * d);
-        __syncthreads();
+        __syncthreads();                              // every thread's copies are complete
 
         for (int s = warp; s < strips; s += warps) {
             float* S_s = S_ij + s * 16 * lds;          // this warp's strip of S_ij
