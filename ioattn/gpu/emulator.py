@@ -326,7 +326,8 @@ def _source_lines(lib: str, offsets: tuple[int, ...]) -> list[int]:
     """The source line (of the kernel's ``kernel.cpp``) of each return address ``offsets`` in
     library ``lib``, by ``addr2line`` (0 where it cannot tell): the innermost line of the
     kernel's own source in the chain of inlined calls, so that an access made inside one of
-    ``emulate.h``'s functions (``ldmatrix``, ``cp_async``, WMMA) is the kernel's line that calls it."""
+    ``emulate.h``'s functions (``ldmatrix``, ``cp_async``, WMMA) is the kernel's line that
+    calls it."""
     if not offsets:
         return []
     tool = shutil.which("addr2line")

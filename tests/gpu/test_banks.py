@@ -104,7 +104,8 @@ def test_the_table_lists_every_kernel():
         text = banks.markdown(label, rows)
         assert text.count("\n| ") == len(rows) + 1          # the header, then a row a site
         kernels |= {c.kernel for c in rows}
-    assert kernels == {"flash_fwd_f32", "flash_fwd_f16", "square_tiling_scores", "square_tiling_output",
+    assert kernels == {"flash_fwd_f32", "flash_fwd_f16", "square_tiling_scores",
+                       "square_tiling_output",
                        "standard_product", "standard_softmax_rows", "standard_softmax_strips",
                        "flash_backward_preprocess", "flash_backward"}
 
@@ -145,8 +146,9 @@ extern "C" __global__ void k(float* y, int ldm, int acc) {
     __syncthreads();
     wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
-    if (acc) wmma::load_matrix_sync(c, reinterpret_cast<float*>(s), ldm / 2, wmma::mem_row_major);  // ACC
-    else wmma::load_matrix_sync(a, s, ldm);                                                        // TILE
+    float* f = reinterpret_cast<float*>(s);
+    if (acc) wmma::load_matrix_sync(c, f, ldm / 2, wmma::mem_row_major);     // ACC
+    else wmma::load_matrix_sync(a, s, ldm);                                  // TILE
     y[threadIdx.x] = 0.f;
 }'''
 

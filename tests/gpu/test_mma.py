@@ -272,3 +272,17 @@ def test_cp_async_refuses_a_destination_outside_shared_memory():
         cp_async<16>(s + 4 * threadIdx.x + 4, src); cp_async_wait_all(); }''')
     with pytest.raises(OutOfBounds, match="by cp.async.ca"):
         f((1,), (32,), (np.zeros(4, np.uint32),), shared_mem=512)
+
+
+@pytest.mark.parametrize("threads, early", [(16, 0), (32, 1)],
+                         ids=["half a warp", "a lane returned"])
+def test_warp_instructions_need_every_lane(threads, early):
+    f = kernel('''extern "C" __global__ void k(float* out, int early) {
+        IOATTN_SHARED(unsigned short, s);
+        if (early && threadIdx.x == 5) return;
+        unsigned a[4] = {0u, 0u, 0u, 0u}, b[2] = {0u, 0u};
+        float c[4] = {0.f, 0.f, 0.f, 0.f}, d[4];
+        mma_m16n8k16<__half>(d, a, b, c);
+        out[threadIdx.x] = d[0] + s[0]; }''')
+    with pytest.raises(EmulatorError, match="mma.sync: warp 0 does not have 32 live lanes"):
+        f((1,), (threads,), (np.zeros(32, np.float32), np.int32(early)), shared_mem=64)

@@ -739,6 +739,21 @@ __attribute__((noinline, no_sanitize_thread)) inline void raw_copy(void* dst, co
     for (size_t i = 0; i < n; ++i) d[i] = s[i];
 }
 
+// The .sync.aligned instructions need every lane of the warp to execute them.
+inline void check_full_warp(const char* op) {
+    Runtime& r = rt();
+    const int w = me().warp;
+    bool full = 32 * (w + 1) <= int(r.fibers.size());
+    for (int i = 32 * w; full && i < 32 * (w + 1); ++i) full = r.fibers[i].state != State::done;
+    if (!full) {
+        char msg[160];
+        std::snprintf(msg, sizeof msg, "%s: warp %d does not have 32 live lanes (a block of %zu "
+                      "threads, or lanes that have returned): every lane must execute it", op, w,
+                      r.fibers.size());
+        abort_block(msg);
+    }
+}
+
 struct Pending { unsigned char* dst; unsigned char bytes[16]; int n; };
 
 inline std::vector<std::vector<Pending>>& open_copies() {
@@ -773,6 +788,7 @@ __attribute__((always_inline)) inline void ldmatrix(unsigned (&reg)[num], const 
     const char* op = trans ? "ldmatrix.trans" : "ldmatrix";
     if (r.rows.size() < r.fibers.size()) r.rows.resize(r.fibers.size());
     warp_barrier();
+    check_full_warp(op);
     if (f.lane < 8 * num) {
         if (!in_shared(row, 16))
             fail_warp_op(op, "out-of-bounds access to shared memory: a row address outside it",
@@ -811,6 +827,7 @@ void mma_model(float (&d)[4], const unsigned* a, const unsigned* b, const float 
     Fiber& f = me();
     if (r.frags.size() < r.fibers.size()) r.frags.resize(r.fibers.size());
     warp_barrier();
+    check_full_warp("mma.sync");
     std::array<uint32_t, 12>& mine = r.frags[f.index];
     for (int i = 0; i < na; ++i) mine[i] = a[i];
     for (int i = 0; i < nb; ++i) mine[4 + i] = b[i];
