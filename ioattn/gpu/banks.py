@@ -4,8 +4,9 @@ rules it counts by). ``python benchmarks/banks.py`` prints the table.
 
 A site's wavefronts per request is its bank-conflict degree (1: conflict-free, at most 4 bytes a
 lane); its sectors per request the 32-byte sectors a warp's request touches (4 for 32 coalesced
-floats). WMMA loads and stores (the tensor-core kernel's tiles) are not counted: the emulator
-does not model which lane moves which entry of a WMMA fragment.
+floats). WMMA loads and stores (the tensor-core kernel's tiles), whose per-lane layout CUDA
+leaves unspecified, are counted as ldmatrix-like 16-byte row accesses, 32 lanes a request and 8
+rows a phase: 4 wavefronts a request is conflict-free, 32 is 8-way (rows of 128 or 256 bytes).
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ __all__ = ["CASES", "main", "markdown", "site_counts"]
 
 #: The launches counted: label -> (algorithm, keyword arguments of ioattn.gpu.run, or
 #: "backward"). One head, N = 64, d = 64 (the A100 default d), blocks as the default rule
-#: would give them where it fits.
+#: would give them where it fits (float32 inputs; the tensor-core kernel rounds them to
+#: float16).
 CASES = {
     "flash float32": ("flash", dict(block=(32, 32))),
+    "flash float16 (tensor cores)": ("flash", dict(block=(32, 32), dtype="float16")),
     "square_tiling": ("square_tiling", dict()),
     "standard (one pass)": ("standard", dict()),
     "standard (strips)": ("standard", dict(M=40)),

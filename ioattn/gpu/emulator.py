@@ -2,10 +2,12 @@
 
 The same source that CuPy compiles for the GPU is compiled here by the host C++ compiler with
 ``kernels/emulate.h``, which supplies what the kernels use of CUDA: thread and block indices,
-``__syncthreads``, warp shuffles, atomics, 16-bit floats and WMMA. A launch runs the grid one
-block at a time, each CUDA thread as a fiber; the header's comment says what that shows and what
-it cannot. :class:`RawModule` takes CuPy's calling convention, so the host code of every
-algorithm runs unchanged on NumPy arrays (:class:`ioattn.gpu.backend.EmulatorBackend`).
+``__syncthreads``, warp shuffles, atomics, 16-bit floats, WMMA, and the warp-level instructions of
+``kernels/mma.cuh`` (``ldmatrix``, ``mma.sync``, ``cp.async``) with the PTX ISA's per-lane
+fragments. A launch runs the grid one block at a time, each CUDA thread as a fiber; the header's
+comment says what that shows and what it cannot. :class:`RawModule` takes CuPy's calling
+convention, so the host code of every algorithm runs unchanged on NumPy arrays
+(:class:`ioattn.gpu.backend.EmulatorBackend`).
 
 >>> import numpy as np
 >>> from ioattn.gpu.emulator import RawModule
@@ -322,19 +324,26 @@ class Function:
 
 def _source_lines(lib: str, offsets: tuple[int, ...]) -> list[int]:
     """The source line (of the kernel's ``kernel.cpp``) of each return address ``offsets`` in
-    library ``lib``, by ``addr2line`` (0 where it cannot tell)."""
+    library ``lib``, by ``addr2line`` (0 where it cannot tell): the innermost line of the
+    kernel's own source in the chain of inlined calls, so that an access made inside one of
+    ``emulate.h``'s functions (``ldmatrix``, ``cp_async``, WMMA) is the kernel's line that
+    calls it."""
     if not offsets:
         return []
     tool = shutil.which("addr2line")
     if tool is None:
         return [0] * len(offsets)
-    done = subprocess.run([tool, "-e", lib, *(hex(max(o - 1, 0)) for o in offsets)],
+    done = subprocess.run([tool, "-i", "-a", "-e", lib, *(hex(max(o - 1, 0)) for o in offsets)],
                           capture_output=True, text=True)
-    lines = []
+    lines: list[int] = []
     for row in done.stdout.splitlines():
+        if row.startswith("0x"):                  # -a: the address opens each chain
+            lines.append(0)
+            continue
         where = row.rsplit(":", 1)
         num = where[1].split()[0] if len(where) == 2 else "0"
-        lines.append(int(num) if num.isdigit() and "kernel.cpp" in where[0] else 0)
+        if lines and lines[-1] == 0 and num.isdigit() and "kernel.cpp" in where[0]:
+            lines[-1] = int(num)
     return (lines + [0] * len(offsets))[:len(offsets)]
 
 

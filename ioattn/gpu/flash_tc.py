@@ -108,7 +108,7 @@ def plan(N: int, d: int, *, M: int | None = None, block=None, dtype: str = "floa
     else:
         B_r, B_c = _blocks_for(N, d, M)
     the_plan = make_plan("flash", N, d, M, block=(B_r, B_c))
-    # Q_i, K_j, V_j take 2 bytes an entry, the rest 4: the block needs at most 4 * footprint
+    # Q_i, K_j, V_j take 2 bytes an entry, the rest 4, and every tile row PAD bytes more
     need = shared_bytes(min(B_r, _round_up(N)), min(B_c, _round_up(N)), d)
     if need > budget:
         raise SharedMemoryExceeded(
@@ -117,10 +117,18 @@ def plan(N: int, d: int, *, M: int | None = None, block=None, dtype: str = "floa
     return the_plan
 
 
+#: Bytes that pad every tile row in shared memory, so that the 8 rows of a 16-byte phase of a
+#: tile load or store fall in distinct banks (``kernels/flash_tc.cu``).
+PAD = 16
+
+
 def shared_bytes(B_r: int, B_c: int, d: int) -> int:
     """Dynamic shared memory of one block: ``O_i`` and ``S_ij`` in float32 (``P_ij`` over
-    ``S_ij``), ``m_i, l_i, alpha``, and ``Q_i, K_j, V_j`` in 16 bits."""
-    return 4 * (B_r * d + B_r * B_c + 3 * B_r) + 2 * (B_r * d + 2 * B_c * d)
+    ``S_ij``), ``m_i, l_i, alpha``, and ``Q_i, K_j, V_j`` in 16 bits, every tile row padded by
+    :data:`PAD` bytes. The plan's footprint counts the model's entries (:func:`_footprint`),
+    which the pads are not: they are never loaded or stored."""
+    f32, f16 = PAD // 4, PAD // 2
+    return 4 * (B_r * (d + f32) + B_r * (B_c + f32) + 3 * B_r) + 2 * (B_r + 2 * B_c) * (d + f16)
 
 
 def forward(be, plan, Q, K, V, O, L, io, *, scale, causal, save_lse, dtype, count_io):

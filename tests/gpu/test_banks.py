@@ -94,7 +94,7 @@ def test_a_kernel_run_reports_its_sites():
     assert all(c.sectors > 0 for c in r.accesses if c.space == "global")
 
 
-def test_the_table_lists_every_float32_kernel():
+def test_the_table_lists_every_kernel():
     from ioattn.gpu import banks
 
     kernels = set()
@@ -104,7 +104,8 @@ def test_the_table_lists_every_float32_kernel():
         text = banks.markdown(label, rows)
         assert text.count("\n| ") == len(rows) + 1          # the header, then a row a site
         kernels |= {c.kernel for c in rows}
-    assert kernels == {"flash_fwd_f32", "square_tiling_scores", "square_tiling_output",
+    assert kernels == {"flash_fwd_f32", "flash_fwd_f16", "square_tiling_scores",
+                       "square_tiling_output",
                        "standard_product", "standard_softmax_rows", "standard_softmax_strips",
                        "flash_backward_preprocess", "flash_backward"}
 
@@ -130,3 +131,68 @@ def test_the_table_shows_the_rotated_store(rng):
     rows = banks.site_counts("flash float32")
     (store,) = [c for c in rows if c.space == "shared" and c.code.startswith("K_t[")]
     assert (store.requests, store.wavefronts) == (256, 256)
+
+
+# One WMMA load of a 16 x 16 tile of halves (or a float32 accumulator) with rows ldm apart.
+WMMA = HEADER + '''
+#ifndef IOATTN_EMULATE
+#include <cuda_fp16.h>
+#include <mma.h>
+#endif
+using namespace nvcuda;
+extern "C" __global__ void k(float* y, int ldm, int acc) {
+    IOATTN_SHARED(__half, s);
+    for (int e = threadIdx.x; e < 16 * ldm; e += 32) s[e] = __float2half(0.f);
+    __syncthreads();
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
+    float* f = reinterpret_cast<float*>(s);
+    if (acc) wmma::load_matrix_sync(c, f, ldm / 2, wmma::mem_row_major);     // ACC
+    else wmma::load_matrix_sync(a, s, ldm);                                  // TILE
+    y[threadIdx.x] = 0.f;
+}'''
+
+
+@pytest.mark.parametrize("ldm, acc, requests, wavefronts", [
+    (64, 0, 1, 32),      # halves, rows of 128 bytes: each 16-byte column of 8 rows in 4 banks
+    (72, 0, 1, 4),       # padded by 16 bytes: 4 phases of one wavefront
+    (128, 0, 1, 32),     # rows of 256 bytes
+    (136, 0, 1, 4),
+    (32, 0, 1, 16),      # rows of 64 bytes: 4-way (rows 0, 2, 4, 6 of a phase in banks 0-3)
+    (128, 1, 2, 64),     # float32 rows of 256 bytes: 2 requests of 4 phases, 8-way
+    (136, 1, 2, 8),      # padded by 16 bytes
+])
+def test_wmma_tiles_count_as_16_byte_rows(ldm, acc, requests, wavefronts):
+    f = RawModule(code=WMMA, race_check=True).get_function("k")
+    f((1,), (32,), (np.zeros(32, np.float32), np.int32(ldm), np.int32(acc)),
+      shared_mem=2 * 16 * ldm)
+    (site,) = [c for c in f.accesses if ("ACC" if acc else "TILE") in c.code]
+    assert (site.requests, site.wavefronts) == (requests, wavefronts)
+
+
+def test_the_tensor_core_tiles_are_conflict_free(rng):
+    # every WMMA load and store of flash_tc.cu: rows padded by 16 bytes, 4 wavefronts a request
+    # (8 rows of 16 bytes a phase, 4 phases); unpadded (rows of d = 64 halves, 128 bytes) the
+    # same loads took 32, 8-way
+    from ioattn.gpu import banks
+
+    rows = banks.site_counts("flash float16 (tensor cores)")
+    tiles = [c for c in rows if "matrix_sync" in c.code]
+    assert len(tiles) == 7
+    assert all(c.space == "shared" and c.wavefronts == 4 * c.requests for c in tiles), tiles
+
+
+def test_the_tensor_core_kernel_copies_K_and_V_16_bytes_a_lane():
+    # cp.async of 16 bytes a lane: a warp request moves 512 consecutive bytes of K or V (16
+    # sectors), written in 4 conflict-free quarter-warp phases; one thread loading one 2-byte
+    # entry a time made 8 times as many requests of 2 sectors
+    from ioattn.gpu import banks
+
+    rows = banks.site_counts("flash float16 (tensor cores)")
+    copies = [c for c in rows if c.code.startswith("if (row < rows) cp_async")]
+    (glob,) = [c for c in copies if c.space == "global"]
+    (shared,) = [c for c in copies if c.space == "shared"]
+    # N = d = 64, block (32, 32): 2 query blocks x 2 key blocks x (K_j, V_j) x 32 rows x 128 bytes
+    assert glob.accesses * 16 == 2 * 2 * 2 * 32 * 128
+    assert glob.requests == shared.requests == glob.accesses // 32
+    assert glob.sectors == 16 * glob.requests and shared.wavefronts == 4 * shared.requests

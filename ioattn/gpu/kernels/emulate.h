@@ -17,7 +17,8 @@
 // What it cannot show: timing, occupancy, and the behaviour of races that happen to be harmless
 // in the orders it tries. The race-check build also counts, per instruction site, the
 // shared-memory wavefronts (bank conflicts) and global sectors of every warp request (see
-// "Warp-level access counts" below); WMMA operations are not among them.
+// "Warp-level access counts" below); WMMA loads and stores are counted as 16-byte row accesses
+// (see count_tile), ldmatrix and cp.async as the hardware makes them.
 //
 // The race check (a build with -DIOATTN_RACECHECK, ioattn/gpu/emulator.py) finds those too: the
 // kernel is compiled with g++ -fsanitize=thread, which calls __tsan_read4(p), __tsan_write8(p),
@@ -37,6 +38,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -66,6 +68,7 @@ void ioattn_race_launch(const unsigned* block, void* shared, size_t bytes, const
 int ioattn_race_out_of_bounds(char* out, size_t len);
 void ioattn_race_global(const void* lo, size_t bytes, int arg);
 void ioattn_race_flush();
+void ioattn_race_warp_access(const void* p, size_t len);
 void ioattn_race_block(unsigned x, unsigned y, unsigned z);
 void ioattn_race_current(int thread);
 void ioattn_race_syncthreads();
@@ -164,12 +167,15 @@ struct Runtime {
     static constexpr size_t stack_size = 256 * 1024;
     std::vector<char*> stacks;               // reused by every launch
     Guarded shared_mem;                      // the launch's shared memory
+    std::vector<unsigned __int128> rows;     // ldmatrix: each lane's row
+    std::vector<std::array<uint32_t, 12>> frags;   // mma: each lane's A, B, C registers
     std::vector<Guarded> globals;            // the launch's array arguments (emulator.py)
 
     ~Runtime() { for (char* s : stacks) delete[] s; }
 };
 
 inline Runtime& rt() { static Runtime r; return r; }
+inline void reset_copies(size_t threads);   // cp.async's queues (below)
 inline unsigned char* dynamic_shared() { return rt().shared; }
 
 // Leave the current fiber in `state` and return to the scheduler.
@@ -261,6 +267,7 @@ inline bool run_block() {
     Runtime& r = rt();
     const int n = int(r.fibers.size());
     std::memset(r.shared, 0xFF, r.shared_bytes + r.shared_mem.slack());
+    reset_copies(size_t(n));                 // cp.async: no copy pending
     IOATTN_RACE(ioattn_race_block(r.block_idx.x, r.block_idx.y, r.block_idx.z));
     for (Fiber& f : r.fibers) {
         getcontext(&f.ctx);
@@ -577,6 +584,29 @@ void check_operand(const T* p, unsigned ldm, const char* op) {
     }
 }
 
+// The race check's counts of a WMMA load or store of a tile of `rows` memory rows of `cols`
+// entries of `size` bytes, `ldm` entries apart. Which lane moves which entry of a WMMA fragment
+// is unspecified (the Programming Guide: "the mapping of matrix elements into fragment
+// internal storage is unspecified"), so the counts model it as ldmatrix-like 16-byte row
+// accesses: the tile's 16-byte pieces, in order of rows within a 16-byte column, 32 to a warp
+// request, each lane one piece; so the 8 rows of one 16-byte column are one phase (8 lanes of
+// 16 bytes), as ldmatrix's rows are. A lane's pieces are counted, not read: the fragment's
+// entries are moved as the warp's (mode 2) for the race check.
+template <class T>
+__attribute__((always_inline)) inline void count_tile(const T* p, int rows, int cols,
+                                                      unsigned ldm) {
+#ifdef IOATTN_RACECHECK
+    const int chunks = int(cols * sizeof(T) / 16), lane = ioattn_emu::me().lane;
+    for (int s = lane; s < rows * chunks; s += 32) {
+        const int row = s % rows, chunk = s / rows;
+        ioattn_race_warp_access(reinterpret_cast<const unsigned char*>(p + size_t(row) * ldm) +
+                                    16 * chunk, 16);
+    }
+#else
+    (void)p; (void)rows; (void)cols; (void)ldm;
+#endif
+}
+
 template <class Use, int m, int n, int k> struct extent;
 template <int m, int n, int k> struct extent<matrix_a, m, n, k> { static constexpr int R = m, C = k; };
 template <int m, int n, int k> struct extent<matrix_b, m, n, k> { static constexpr int R = k, C = n; };
@@ -595,13 +625,15 @@ void fill_fragment(fragment<Use, m, n, k, T, L>& f, const std::type_identity_t<T
 }
 
 template <class Use, int m, int n, int k, class T, class L>
-void load_matrix_sync(fragment<Use, m, n, k, T, L>& f, const std::type_identity_t<T>* p,
-                      unsigned ldm) {
+__attribute__((always_inline)) inline void load_matrix_sync(fragment<Use, m, n, k, T, L>& f,
+                                                            const std::type_identity_t<T>* p,
+                                                            unsigned ldm) {
     static_assert(!std::is_same<Use, accumulator>::value, "accumulators take a layout_t");
     check_operand(p, ldm, "load_matrix_sync");
     ioattn_emu::warp_barrier();
-    IOATTN_RACE(ioattn_race_mode(2));
     constexpr bool row = std::is_same<L, row_major>::value;
+    count_tile(p, row ? f.rows : f.cols, row ? f.cols : f.rows, ldm);
+    IOATTN_RACE(ioattn_race_mode(2));
     for (int r = 0; r < f.rows; ++r)
         for (int c = 0; c < f.cols; ++c)
             f.x[r * f.cols + c] = row ? p[size_t(r) * ldm + c] : p[size_t(c) * ldm + r];
@@ -610,10 +642,13 @@ void load_matrix_sync(fragment<Use, m, n, k, T, L>& f, const std::type_identity_
 }
 
 template <int m, int n, int k, class T>
-void load_matrix_sync(fragment<accumulator, m, n, k, T, void>& f, const std::type_identity_t<T>* p, unsigned ldm,
-                      layout_t layout) {
+__attribute__((always_inline)) inline void load_matrix_sync(
+    fragment<accumulator, m, n, k, T, void>& f, const std::type_identity_t<T>* p, unsigned ldm,
+    layout_t layout) {
     check_operand(p, ldm, "load_matrix_sync");
     ioattn_emu::warp_barrier();
+    const bool row = layout == mem_row_major;
+    count_tile(p, row ? f.rows : f.cols, row ? f.cols : f.rows, ldm);
     IOATTN_RACE(ioattn_race_mode(2));
     for (int r = 0; r < f.rows; ++r)
         for (int c = 0; c < f.cols; ++c)
@@ -624,10 +659,12 @@ void load_matrix_sync(fragment<accumulator, m, n, k, T, void>& f, const std::typ
 }
 
 template <int m, int n, int k, class T>
-void store_matrix_sync(T* p, const fragment<accumulator, m, n, k, T, void>& f, unsigned ldm,
-                       layout_t layout) {
+__attribute__((always_inline)) inline void store_matrix_sync(
+    T* p, const fragment<accumulator, m, n, k, T, void>& f, unsigned ldm, layout_t layout) {
     check_operand(p, ldm, "store_matrix_sync");
     ioattn_emu::warp_barrier();
+    const bool row = layout == mem_row_major;
+    count_tile(p, row ? f.rows : f.cols, row ? f.cols : f.rows, ldm);
     IOATTN_RACE(ioattn_race_mode(2));
     if (ioattn_emu::me().lane == 0)
         for (int r = 0; r < f.rows; ++r)
@@ -656,6 +693,236 @@ void mma_sync(fragment<accumulator, m, n, k, TC, void>& d,
 }
 }  // namespace wmma
 }  // namespace nvcuda
+
+// The warp-level instructions of kernels/mma.cuh (ldmatrix, mma.sync, cp.async), with the
+// per-lane registers the PTX ISA's fragment tables give (mma.cuh lists them). ldmatrix and mma
+// are warp barriers on entry and exit, as the .sync.aligned instructions are: every lane of the
+// warp takes part. ldmatrix: lane 8i + j (j < 8) reads row j of matrix i, its 16 bytes at its
+// own row address, as one 16-byte access, so that the race check counts it as the hardware
+// serves it: the 8 rows of one matrix are one phase (the quarter-warp rule of 16-byte accesses,
+// "Warp-level access counts" below), taking as many wavefronts as the most distinct 4-byte
+// words of those 128 bytes in one bank (1 for 8 rows in distinct banks, 8 for rows 128 bytes
+// apart); the lanes then exchange the rows, each taking its fragment.
+// cp.async: the copy reads its source when issued (one legal order) and is held in the
+// thread's queue; commit_group closes the open copies into a group; wait_group N completes all
+// but the N most recent groups, wait_all every copy; only then are the bytes written. A read of
+// the destination before the wait sees what was there before (the emulator's NaN fill), as it
+// may on the hardware. The race check records the copy's shared-memory write at its issue
+// (with its site), since the hardware may write it any time until the wait.
+namespace ioattn_emu {
+
+// An error of instruction `op` at shared-memory pointer `p` ("out-of-bounds ..." first: an
+// OutOfBounds error in Python).
+[[noreturn]] inline void fail_warp_op(const char* op, const char* what, const void* p) {
+    char msg[240];
+    Runtime& r = rt();
+    const bool oob = std::strncmp(what, "out-of-bounds", 13) == 0;
+    std::snprintf(msg, sizeof msg, "%s%s%s (shared-memory byte %lld), by thread (%u,%u,%u)",
+                  oob ? what : op, oob ? " by " : ": ", oob ? op : what,
+                  (long long)(static_cast<const unsigned char*>(p) - r.shared), r.cur->tid.x,
+                  r.cur->tid.y, r.cur->tid.z);
+    abort_block(msg);
+}
+
+// Is [p, p + n) inside the block's dynamic shared memory?
+inline bool in_shared(const void* p, size_t n) {
+    Runtime& r = rt();
+    const unsigned char* q = static_cast<const unsigned char*>(p);
+    return q >= r.shared && q + n <= r.shared + r.shared_bytes;
+}
+
+// The bytes of an earlier write, read and written without the race check's instrumentation.
+__attribute__((noinline, no_sanitize_thread)) inline void raw_copy(void* dst, const void* src,
+                                                                   size_t n) {
+    auto* d = static_cast<unsigned char*>(dst);
+    auto* s = static_cast<const unsigned char*>(src);
+    for (size_t i = 0; i < n; ++i) d[i] = s[i];
+}
+
+// The .sync.aligned instructions need every lane of the warp to execute them.
+inline void check_full_warp(const char* op) {
+    Runtime& r = rt();
+    const int w = me().warp;
+    bool full = 32 * (w + 1) <= int(r.fibers.size());
+    for (int i = 32 * w; full && i < 32 * (w + 1); ++i) full = r.fibers[i].state != State::done;
+    if (!full) {
+        char msg[160];
+        std::snprintf(msg, sizeof msg, "%s: warp %d does not have 32 live lanes (a block of %zu "
+                      "threads, or lanes that have returned): every lane must execute it", op, w,
+                      r.fibers.size());
+        abort_block(msg);
+    }
+}
+
+struct Pending { unsigned char* dst; unsigned char bytes[16]; int n; };
+
+inline std::vector<std::vector<Pending>>& open_copies() {
+    static std::vector<std::vector<Pending>> q;
+    return q;
+}
+inline std::vector<std::vector<std::vector<Pending>>>& copy_groups() {
+    static std::vector<std::vector<std::vector<Pending>>> q;
+    return q;
+}
+inline void reset_copies(size_t threads) {
+    open_copies().assign(threads, {});
+    copy_groups().assign(threads, {});
+}
+
+inline uint16_t half_of(uint32_t reg, int hi) { return uint16_t(hi ? reg >> 16 : reg & 0xFFFF); }
+inline float to_float(uint16_t bits, bool bf16) {
+    if (bf16) return __uint_as_float(uint32_t(bits) << 16);
+    __half h;
+    h.x = bits;
+    return float(h);
+}
+
+}  // namespace ioattn_emu
+
+template <int num, bool trans = false>
+__attribute__((always_inline)) inline void ldmatrix(unsigned (&reg)[num], const void* row) {
+    static_assert(num == 1 || num == 2 || num == 4, "ldmatrix loads 1, 2 or 4 matrices");
+    using namespace ioattn_emu;
+    Runtime& r = rt();
+    Fiber& f = me();
+    const char* op = trans ? "ldmatrix.trans" : "ldmatrix";
+    if (r.rows.size() < r.fibers.size()) r.rows.resize(r.fibers.size());
+    warp_barrier();
+    check_full_warp(op);
+    if (f.lane < 8 * num) {
+        if (!in_shared(row, 16))
+            fail_warp_op(op, "out-of-bounds access to shared memory: a row address outside it",
+                         row);
+        if (uintptr_t(static_cast<const unsigned char*>(row) - r.shared) % 16)
+            fail_warp_op(op, "a row address not 16-byte aligned", row);
+        const unsigned __int128 v = *static_cast<const unsigned __int128*>(row);
+        r.rows[f.index] = v;                 // this lane's row, for the others
+    }
+    warp_barrier();
+    const int g = f.lane >> 2, t = f.lane & 3, w = 32 * f.warp;
+    for (int i = 0; i < num; ++i) {
+        uint16_t e[2];
+        for (int j = 0; j < 2; ++j) {
+            // not transposed: row g, element 2t + j; transposed: row 2t + j, element g
+            const int row_lane = w + 8 * i + (trans ? 2 * t + j : g);
+            const int col = trans ? g : 2 * t + j;
+            const unsigned __int128 v = r.rows[row_lane];
+            e[j] = uint16_t(v >> (16 * col));
+        }
+        reg[i] = uint32_t(e[0]) | uint32_t(e[1]) << 16;
+    }
+    warp_barrier();
+}
+
+namespace ioattn_emu {
+
+// D (16 x 8) = A (16 x k) B (k x 8) + C, k = 8 or 16, from every lane's fragments (the tables
+// of mma.cuh); the products and sums in float32, in the order of k (the hardware's order of
+// summation is unspecified).
+template <int k>
+void mma_model(float (&d)[4], const unsigned* a, const unsigned* b, const float (&c)[4],
+               bool bf16) {
+    constexpr int na = k / 4, nb = k / 8;    // registers per lane: A, B
+    Runtime& r = rt();
+    Fiber& f = me();
+    if (r.frags.size() < r.fibers.size()) r.frags.resize(r.fibers.size());
+    warp_barrier();
+    check_full_warp("mma.sync");
+    std::array<uint32_t, 12>& mine = r.frags[f.index];
+    for (int i = 0; i < na; ++i) mine[i] = a[i];
+    for (int i = 0; i < nb; ++i) mine[4 + i] = b[i];
+    for (int i = 0; i < 4; ++i) mine[6 + i] = __float_as_uint(c[i]);
+    warp_barrier();
+    float A[16][16], B[16][8], C[16][8];
+    for (int lane = 0; lane < 32; ++lane) {
+        const std::array<uint32_t, 12>& x = r.frags[32 * f.warp + lane];
+        const int g = lane >> 2, t = lane & 3;
+        for (int i = 0; i < na; ++i)             // a[i]: rows g (+8 if i odd), cols 2t (+8 if i >= 2)
+            for (int j = 0; j < 2; ++j)
+                A[g + 8 * (i & 1)][2 * t + j + 8 * (i >> 1)] = to_float(half_of(x[i], j), bf16);
+        for (int i = 0; i < nb; ++i)             // b[i]: rows 2t + j (+8 if i = 1), col g
+            for (int j = 0; j < 2; ++j)
+                B[2 * t + j + 8 * i][g] = to_float(half_of(x[4 + i], j), bf16);
+        for (int i = 0; i < 4; ++i)              // c[i]: row g (+8 if i >= 2), col 2t + (i & 1)
+            C[g + 8 * (i >> 1)][2 * t + (i & 1)] = __uint_as_float(x[6 + i]);
+    }
+    const int g = f.lane >> 2, t = f.lane & 3;
+    float out[4];
+    for (int i = 0; i < 4; ++i) {
+        const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
+        float s = C[row][col];
+        for (int q = 0; q < k; ++q) s += A[row][q] * B[q][col];
+        out[i] = s;
+    }
+    warp_barrier();                          // every lane has read the others' fragments
+    for (int i = 0; i < 4; ++i) d[i] = out[i];
+}
+
+}  // namespace ioattn_emu
+
+inline void mma_m16n8k8(float (&d)[4], const unsigned (&a)[2], const unsigned (&b)[1],
+                        const float (&c)[4]) {
+    ioattn_emu::mma_model<8>(d, a, b, c, false);
+}
+
+template <typename T>
+void mma_m16n8k16(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2],
+                  const float (&c)[4]) {
+    static_assert(std::is_same<T, __half>::value || std::is_same<T, __nv_bfloat16>::value,
+                  "mma.m16n8k16 takes __half or __nv_bfloat16 inputs");
+    ioattn_emu::mma_model<16>(d, a, b, c, std::is_same<T, __nv_bfloat16>::value);
+}
+
+template <int bytes, bool cg = false>
+__attribute__((always_inline)) inline void cp_async(void* dst, const void* src) {
+    static_assert(bytes == 4 || bytes == 8 || bytes == 16, "cp.async copies 4, 8 or 16 bytes");
+    static_assert(!cg || bytes == 16, "cp.async.cg copies 16 bytes");
+    using namespace ioattn_emu;
+    Runtime& r = rt();
+    const char* op = cg ? "cp.async.cg" : "cp.async.ca";
+    if (!in_shared(dst, bytes))
+        fail_warp_op(op, "out-of-bounds access to shared memory: a destination outside it", dst);
+    if (uintptr_t(static_cast<unsigned char*>(dst) - r.shared) % bytes)
+        fail_warp_op(op, "a destination not aligned to the copy's size", dst);
+    if (uintptr_t(src) % bytes) fail_warp_op(op, "a source not aligned to the copy's size", dst);
+    using W = std::conditional_t<bytes == 4, uint32_t,
+                                 std::conditional_t<bytes == 8, uint64_t, unsigned __int128>>;
+    Pending p{static_cast<unsigned char*>(dst), {0}, bytes};
+    const W v = *static_cast<const W*>(src);               // the global read (its sectors)
+    std::memcpy(p.bytes, &v, bytes);
+    W old;
+    raw_copy(&old, dst, bytes);
+    *static_cast<W*>(dst) = old;                           // the shared write, as the race
+    open_copies()[me().index].push_back(p);                // check sees it; the bytes: later
+}
+
+inline void cp_async_commit() {
+    using namespace ioattn_emu;
+    const int i = me().index;
+    copy_groups()[i].push_back(std::move(open_copies()[i]));
+    open_copies()[i].clear();
+}
+
+namespace ioattn_emu {
+inline void complete_groups(size_t keep) {
+    auto& groups = copy_groups()[me().index];
+    while (groups.size() > keep) {
+        for (const Pending& p : groups.front()) raw_copy(p.dst, p.bytes, size_t(p.n));
+        groups.erase(groups.begin());
+    }
+}
+}  // namespace ioattn_emu
+
+template <int pending>
+void cp_async_wait() {
+    static_assert(pending >= 0, "cp.async.wait_group takes a count >= 0");
+    ioattn_emu::complete_groups(size_t(pending));
+}
+
+inline void cp_async_wait_all() {        // cp.async.commit_group, then wait_group 0
+    cp_async_commit();
+    ioattn_emu::complete_groups(0);
+}
 
 // One C entry point per kernel, called from Python through ctypes (ioattn/gpu/emulator.py).
 #define IOATTN_EMU_EXPORT(name)                                                               \
@@ -1133,6 +1400,14 @@ void ioattn_race_global(const void* lo, size_t bytes, int arg) {
 }
 
 void ioattn_race_flush() { counts::flush(); }
+
+// A lane's part of a warp instruction whose bytes the emulator moves otherwise (a WMMA tile):
+// counted at the caller's site, not checked for races.
+void ioattn_race_warp_access(const void* p, size_t len) {
+    if (counts::on && C.cur >= 0 && C.mode == PLAIN)
+        counts::record(p, len, uint64_t(uintptr_t(__builtin_return_address(0))), C.cur, C.base,
+                       C.bytes);
+}
 
 // The counts (Python, emulator.py): on/off, and the table since the last reset.
 void ioattn_race_counts(int enable) {

@@ -8,7 +8,7 @@
 //     read Q_i (r d) and fold tau into it: Q_i = fp16(tau * Q_i) (scaled in float32, rounded
 //     once to the storage type); O_i = 0, m_i = -inf, l_i = 0;
 //     for each key block j (columns j0 .. j0 + c - 1; causal: only j0 <= i0 + r - 1):
-//       read K_j, V_j (2 c d);
+//       read K_j, V_j (2 c d; 16-byte cp.async copies, copy_tile);
 //       S_ij = Q_i K_j^T                                  (tensor cores, float32)
 //       masked scores (causal, and columns >= N) = -inf
 //       m_new = max(m_i, rowmax S_ij), alpha = exp(m_i - m_new), P_ij = exp(S_ij - m_new)
@@ -19,9 +19,15 @@
 // Shared memory is the model's cache, with the tiles padded to multiples of 16 (B_r and B_c
 // are multiples of 16; rows and columns past N are zero-filled, masked to -inf in S_ij, and not
 // counted as loads): Q_i, K_j, V_j in 16 bits; S_ij in float32 with P_ij in 16 bits aliased
-// over it; O_i in float32; m_i, l_i, alpha in float32:
-//   2 B_r d + 2 B_c d + 2 B_c d + 4 B_r B_c + 4 B_r d + 12 B_r bytes
-//   <= 4 (2 B_r d + 3 B_r + 2 B_c d + B_r B_c), the FA2 plan footprint in 4-byte entries.
+// over it; O_i in float32; m_i, l_i, alpha in float32. Every tile row is padded by 16 bytes
+// (8 entries of 16 bits, 4 of float32), so that the 8 rows of 16 bytes that one phase of a
+// tile load or store reads (an 8 x 8 matrix of ldmatrix, which WMMA's loads are counted as)
+// start 16 bytes further along the banks each and are served in one wavefront, not 8 (rows of
+// 128 or 256 bytes all start in bank 0); the pads keep WMMA's 32-byte tile alignment and ldm
+// a multiple of 16 bytes, and are never loaded from or stored to global memory:
+//   2 B_r (d + 8) + 4 B_c (d + 8) + 4 B_r (B_c + 4) + 4 B_r (d + 4) + 12 B_r bytes
+// (flash_tc.py, shared_bytes); the model's footprint, 2 B_r d + 3 B_r + 2 B_c d + B_r B_c
+// entries, counts the entries cached, not the pads.
 //
 // Work split: warp w owns the 16-row strips w, w + warps, ... of Q_i, S_ij/P_ij, O_i, m_i, l_i
 // and alpha, so inside the key loop only the loads of K_j and V_j need the whole block.
@@ -35,6 +41,7 @@
 #include <cuda_bf16.h>
 #include <mma.h>
 #endif
+#include "mma.cuh"
 
 using namespace nvcuda;
 
@@ -49,14 +56,36 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(flo
 }
 
 // Rows 0 .. rows - 1 of a (rows_pad x d) tile from global memory (row-major, d per row) into
-// shared memory, times `scale`, rounded to T; rows rows .. rows_pad - 1 are zero-filled.
+// shared memory (ld entries per row), times `scale`, rounded to T; rows rows .. rows_pad - 1
+// are zero-filled.
 template <typename T>
 __device__ __forceinline__ void load_tile(T* dst, const T* __restrict__ src, int rows,
-                                          int rows_pad, int d, float scale)
+                                          int rows_pad, int d, int ld, float scale)
 {
     for (int e = threadIdx.x; e < rows_pad * d; e += blockDim.x) {
-        const int row = e / d;
-        dst[e] = from_f32<T>(row < rows ? scale * to_f32(src[e]) : 0.f);
+        const int row = e / d, col = e - row * d;
+        dst[row * ld + col] = from_f32<T>(row < rows ? scale * to_f32(src[e]) : 0.f);
+    }
+}
+
+// 16 bytes (8 entries) of a tile row.
+struct __align__(16) chunk16 { unsigned w[4]; };
+
+// Rows 0 .. rows - 1 of a (rows_pad x d) tile copied from global memory (row-major, d per row)
+// into shared memory (ld entries a row), 16 bytes at a time, by cp.async (sm_80 and later; a
+// plain 16-byte copy before): one warp request moves 512 consecutive bytes, and a thread does one
+// integer division per 8 entries. Rows rows .. rows_pad - 1 are zero-filled. A thread's copies
+// are complete after its cp_async_wait_all(), everyone's after that and a __syncthreads.
+template <typename T>
+__device__ __forceinline__ void copy_tile(T* dst, const T* __restrict__ src, int rows,
+                                          int rows_pad, int d, int ld)
+{
+    const int per_row = d / 8;                        // d is a multiple of 16
+    for (int e = threadIdx.x; e < rows_pad * per_row; e += blockDim.x) {
+        const int row = e / per_row, col = 8 * (e - row * per_row);
+        T* to = dst + row * ld + col;
+        if (row < rows) cp_async<16, true>(to, src + row * d + col);
+        else *reinterpret_cast<chunk16*>(to) = chunk16{{0u, 0u, 0u, 0u}};
     }
 }
 
@@ -78,24 +107,27 @@ __device__ void flash_fwd_tc(const T* __restrict__ Q, const T* __restrict__ K,
     L += save_lse ? bh * N + i0 : 0;
 
     // The cache: float32 O_i (B_r x d), S_ij (B_r x B_c), m_i, l_i, alpha (B_r each), then the
-    // 16-bit Q_i (B_r x d), K_j, V_j (B_c x d). P_ij (16 bits, B_r x B_c) lies over S_ij, each
-    // 16-row strip of P_ij at the start of the strip of S_ij it comes from.
+    // 16-bit Q_i (B_r x d), K_j, V_j (B_c x d), every row padded by 16 bytes: ldo = d + 4,
+    // lds = B_c + 4 float32 entries, ldh = d + 8 and ldp = B_c + 8 16-bit ones. P_ij (16 bits,
+    // B_r x B_c, ldp a row) lies over S_ij, each 16-row strip of P_ij at the start of the strip
+    // of S_ij it comes from.
+    const int ldo = d + 4, lds = B_c + 4, ldh = d + 8, ldp = B_c + 8;
     IOATTN_SHARED(float, smem);
     float* O_i = smem;
-    float* S_ij = O_i + B_r * d;
-    float* m_i = S_ij + B_r * B_c;
+    float* S_ij = O_i + B_r * ldo;
+    float* m_i = S_ij + B_r * lds;
     float* l_i = m_i + B_r;
     float* alpha = l_i + B_r;
     T* Q_i = reinterpret_cast<T*>(alpha + B_r);
-    T* K_j = Q_i + B_r * d;
-    T* V_j = K_j + B_c * d;
+    T* K_j = Q_i + B_r * ldh;
+    T* V_j = K_j + B_c * ldh;
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     const int strips = B_r / 16, dk = d / 16, ck = B_c / 16;
 
-    load_tile(Q_i, Q, r, B_r, d, tau);                // Q_i = tau Q_i, in the storage type
+    load_tile(Q_i, Q, r, B_r, d, ldh, tau);           // Q_i = tau Q_i, in the storage type
     COUNT_READ((long long)r * d);
-    for (int e = threadIdx.x; e < B_r * d; e += blockDim.x) O_i[e] = 0.f;
+    for (int e = threadIdx.x; e < B_r * ldo; e += blockDim.x) O_i[e] = 0.f;
     for (int e = threadIdx.x; e < B_r; e += blockDim.x) {
         m_i[e] = IOATTN_NEG_INF;
         l_i[e] = 0.f;
@@ -104,15 +136,16 @@ __device__ void flash_fwd_tc(const T* __restrict__ Q, const T* __restrict__ K,
     for (int j0 = 0; j0 < N && (!causal || j0 <= last); j0 += B_c) {
         const int c = ioattn_min(B_c, N - j0);
         __syncthreads();                              // every warp is done with K_j, V_j, P_ij
-        load_tile(K_j, K + (long long)j0 * d, c, B_c, d, 1.f);
-        load_tile(V_j, V + (long long)j0 * d, c, B_c, d, 1.f);
+        copy_tile(K_j, K + (long long)j0 * d, c, B_c, d, ldh);
+        copy_tile(V_j, V + (long long)j0 * d, c, B_c, d, ldh);
+        cp_async_wait_all();
         COUNT_READ(2LL * c * d);
-        __syncthreads();
+        __syncthreads();                              // every thread's copies are complete
 
         for (int s = warp; s < strips; s += warps) {
-            float* S_s = S_ij + s * 16 * B_c;          // this warp's strip of S_ij
+            float* S_s = S_ij + s * 16 * lds;          // this warp's strip of S_ij
             T* P_s = reinterpret_cast<T*>(S_s);        // ... and of P_ij, over it
-            float* O_s = O_i + s * 16 * d;
+            float* O_s = O_i + s * 16 * ldo;
 
             // S_ij = Q_i K_j^T, one 16 x 16 tile at a time (K_j row-major = K_j^T col-major).
             for (int t = 0; t < ck; ++t) {
@@ -121,11 +154,11 @@ __device__ void flash_fwd_tc(const T* __restrict__ Q, const T* __restrict__ K,
                 for (int k = 0; k < dk; ++k) {
                     wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
                     wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> b;
-                    wmma::load_matrix_sync(a, Q_i + s * 16 * d + k * 16, d);
-                    wmma::load_matrix_sync(b, K_j + t * 16 * d + k * 16, d);
+                    wmma::load_matrix_sync(a, Q_i + s * 16 * ldh + k * 16, ldh);
+                    wmma::load_matrix_sync(b, K_j + t * 16 * ldh + k * 16, ldh);
                     wmma::mma_sync(acc, a, b, acc);
                 }
-                wmma::store_matrix_sync(S_s + t * 16, acc, B_c, wmma::mem_row_major);
+                wmma::store_matrix_sync(S_s + t * 16, acc, lds, wmma::mem_row_major);
             }
             __syncwarp();
 
@@ -133,7 +166,7 @@ __device__ void flash_fwd_tc(const T* __restrict__ Q, const T* __restrict__ K,
             // P_ij = exp(S_ij - m_new) in place in float32, l_i.
             for (int x = 0; x < 16; ++x) {
                 const int row = s * 16 + x, q = i0 + row;
-                float* S_row = S_s + x * B_c;
+                float* S_row = S_s + x * lds;
                 const float m_old = m_i[row];
                 float mx = IOATTN_NEG_INF;
                 for (int y = lane; y < B_c; y += 32) {
@@ -168,32 +201,43 @@ __device__ void flash_fwd_tc(const T* __restrict__ Q, const T* __restrict__ K,
             }
             __syncwarp();
 
-            // P_ij to 16 bits over S_ij, in chunks of 256 entries in storage order: entry e of
-            // P lands on the bytes of S entry e / 2, which chunks up to this one already read.
+            // P_ij to 16 bits over S_ij, in chunks of 256 entries in row order: entry (x, y) of
+            // P lands on bytes 2 (x ldp + y) of the strip, those of S at float x ldp / 2 + y / 2
+            // <= x lds + y (ldp / 2 <= lds), at or before S entry (x, y): read in this chunk or
+            // an earlier one.
             for (int base = 0; base < 16 * B_c; base += 256) {
                 float p[8];
                 #pragma unroll
-                for (int u = 0; u < 8; ++u) p[u] = S_s[base + u * 32 + lane];
+                for (int u = 0; u < 8; ++u) {
+                    const int e = base + u * 32 + lane, x = e / B_c;
+                    p[u] = S_s[x * lds + e - x * B_c];
+                }
                 __syncwarp();                          // the whole chunk is read ...
                 #pragma unroll
-                for (int u = 0; u < 8; ++u) P_s[base + u * 32 + lane] = from_f32<T>(p[u]);
+                for (int u = 0; u < 8; ++u) {
+                    const int e = base + u * 32 + lane, x = e / B_c;
+                    P_s[x * ldp + e - x * B_c] = from_f32<T>(p[u]);
+                }
                 __syncwarp();                          // ... before it is written over
             }
 
             // O_i = diag(alpha) O_i + P_ij V_j.
-            for (int e = lane; e < 16 * d; e += 32) O_s[e] *= alpha[s * 16 + e / d];
+            for (int e = lane; e < 16 * d; e += 32) {
+                const int x = e / d;
+                O_s[x * ldo + e - x * d] *= alpha[s * 16 + x];
+            }
             __syncwarp();
             for (int t = 0; t < dk; ++t) {
                 wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-                wmma::load_matrix_sync(acc, O_s + t * 16, d, wmma::mem_row_major);
+                wmma::load_matrix_sync(acc, O_s + t * 16, ldo, wmma::mem_row_major);
                 for (int k = 0; k < ck; ++k) {
                     wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> a;
                     wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> b;
-                    wmma::load_matrix_sync(a, P_s + k * 16, B_c);
-                    wmma::load_matrix_sync(b, V_j + k * 16 * d + t * 16, d);
+                    wmma::load_matrix_sync(a, P_s + k * 16, ldp);
+                    wmma::load_matrix_sync(b, V_j + k * 16 * ldh + t * 16, ldh);
                     wmma::mma_sync(acc, a, b, acc);
                 }
-                wmma::store_matrix_sync(O_s + t * 16, acc, d, wmma::mem_row_major);
+                wmma::store_matrix_sync(O_s + t * 16, acc, ldo, wmma::mem_row_major);
             }
         }
     }
@@ -202,8 +246,9 @@ __device__ void flash_fwd_tc(const T* __restrict__ Q, const T* __restrict__ K,
     // O_i / l_i and L_i = m_i + log l_i for the r valid rows (a row with nothing to attend to,
     // l = 0: O = 0, L = +inf).
     for (int e = threadIdx.x; e < r * d; e += blockDim.x) {
-        const float l = l_i[e / d];
-        O[e] = l > 0.f ? O_i[e] / l : 0.f;
+        const int x = e / d;
+        const float l = l_i[x];
+        O[e] = l > 0.f ? O_i[x * ldo + e - x * d] / l : 0.f;
     }
     COUNT_WRITE((long long)r * d);
     if (save_lse) {
