@@ -48,18 +48,24 @@ GRID = [(N, d, P, H) for N in (64, 257, 1024) for d in (1, 8, 64) for P in range
         for H in (1, 4, 32) if N >= P]
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_no_algorithm_receives_less_than_the_bounds(causal):
-    checked = 0
+def every_cost(causal):
+    """(N, d, P, H, name, backward, cost) for every algorithm that applies on GRID."""
     for N, d, P, H in GRID:
         for name in ALGORITHMS:
             for backward in (False, True):
                 if (name == "all_to_all" and H < P) or (backward and name not in BACKWARD):
                     continue
-                c = cost(name, N, d, P, heads=H, causal=causal, backward=backward)
-                bound = bounds.lower_bound(N, d, P, c.max_memory, heads=H, causal=causal)
-                assert c.max_received >= bound, (name, N, d, P, H, backward)
-                checked += 1
+                yield N, d, P, H, name, backward, cost(name, N, d, P, heads=H, causal=causal,
+                                                       backward=backward)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_no_algorithm_receives_less_than_the_bounds(causal):
+    checked = 0
+    for N, d, P, H, name, backward, c in every_cost(causal):
+        bound = bounds.lower_bound(N, d, P, c.max_memory, heads=H, causal=causal)
+        assert c.max_received >= bound, (name, N, d, P, H, backward)
+        checked += 1
     assert checked > 4000
 
 
@@ -128,17 +134,11 @@ def test_with_values_vertex_formula_is_the_least_over_every_split():
 def test_every_algorithm_meets_the_bound_with_values(causal):
     # all four meet (A_V): they form P_ij v_j where S_ij is computed, holding v_j whole
     checked = 0
-    for N, d, P, H in GRID:
-        for name in ALGORITHMS:
-            for backward in (False, True):
-                if (name == "all_to_all" and H < P) or (backward and name not in BACKWARD):
-                    continue
-                c = cost(name, N, d, P, heads=H, causal=causal, backward=backward)
-                bound = bounds.lower_bound(N, d, P, c.max_memory, heads=H, causal=causal,
-                                           values=True)
-                assert bound >= bounds.with_values(N, d, P, heads=H, causal=causal)
-                assert c.max_received >= bound, (name, N, d, P, H, backward)
-                checked += 1
+    for N, d, P, H, name, backward, c in every_cost(causal):
+        bound = bounds.lower_bound(N, d, P, c.max_memory, heads=H, causal=causal, values=True)
+        assert bound >= bounds.with_values(N, d, P, heads=H, causal=causal)
+        assert c.max_received >= bound, (name, N, d, P, H, backward)
+        checked += 1
     assert checked > 4000
 
 
