@@ -18,22 +18,31 @@ def test_rows_needed_for_F_scores():
             assert least >= 2 * max(sqrt(F) - n, 0) - 1e-9, (F, n)
 
 
-def test_heads_vertex_formula_is_the_least_over_every_split():
-    # the bound minimised over every integer split of F scores among H heads of Z scores
+def least_over_every_split(per_head):
+    """(N, P, H, causal, n, Z, best) on small cases, where best is the least of
+    sum(per_head(f, n)) over every integer split of the busiest processor's F scores among H
+    heads of Z scores each."""
     for N, P, H in itertools.product(range(2, 9), range(2, 7), range(1, 4)):
         if N < P:
             continue
         for causal in (False, True):
             Z, n = bounds.scores(N, causal), -(-N // P)
             F = bounds.busiest_scores(N, P, H, causal)
-            best = min(sum(2 * max(sqrt(f) - n, 0) for f in split)
+            best = min(sum(per_head(f, n) for f in split)
                        for split in itertools.product(range(Z + 1), repeat=H)
                        if sum(split) >= F)
-            got = bounds.memory_independent(N, 1, P, heads=H, causal=causal)
-            assert got <= best + 1e-9, (N, P, H, causal)
-            assert got >= best - 2 * H * (sqrt(Z) + n)   # vertex value, not a weak stand-in
-            if H == 1:
-                assert got == pytest.approx(best)
+            yield N, P, H, causal, n, Z, best
+
+
+def test_heads_vertex_formula_is_the_least_over_every_split():
+    # the bound minimised over every integer split of F scores among H heads of Z scores
+    for N, P, H, causal, n, Z, best in least_over_every_split(
+            lambda f, n: 2 * max(sqrt(f) - n, 0)):
+        got = bounds.memory_independent(N, 1, P, heads=H, causal=causal)
+        assert got <= best + 1e-9, (N, P, H, causal)
+        assert got >= best - 2 * H * (sqrt(Z) + n)   # vertex value, not a weak stand-in
+        if H == 1:
+            assert got == pytest.approx(best)
 
 
 def test_one_head_closed_form():
@@ -113,19 +122,12 @@ def test_rows_with_values_lemma():
 
 
 def test_with_values_vertex_formula_is_the_least_over_every_split():
-    for N, P, H in itertools.product(range(2, 9), range(2, 7), range(1, 4)):
-        if N < P:
-            continue
-        for causal in (False, True):
-            Z, n = bounds.scores(N, causal), -(-N // P)
-            F = bounds.busiest_scores(N, P, H, causal)
-            best = min(sum(max(2 * sqrt(2 * f) - 3 * n, 0) for f in split)
-                       for split in itertools.product(range(Z + 1), repeat=H)
-                       if sum(split) >= F)
-            got = bounds.with_values(N, 1, P, heads=H, causal=causal)
-            assert got <= best + 1e-9, (N, P, H, causal)
-            if H == 1:
-                assert got == pytest.approx(best)
+    for N, P, H, causal, n, Z, best in least_over_every_split(
+            lambda f, n: max(2 * sqrt(2 * f) - 3 * n, 0)):
+        got = bounds.with_values(N, 1, P, heads=H, causal=causal)
+        assert got <= best + 1e-9, (N, P, H, causal)
+        if H == 1:
+            assert got == pytest.approx(best)
     assert bounds.with_values(4096, 64, 16) == pytest.approx(64 * (2 * sqrt(2 * 4096 ** 2 / 16)
                                                                    - 3 * 256))
 
