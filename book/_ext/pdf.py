@@ -55,11 +55,13 @@ PRINT = {
                         'color: #555;"><span class="pageNumber"></span></div>'),
 }
 COLUMN = {"width": round((210 - 2 * 15) / 25.4 * 96), "height": 1000}
-#: Run in each page before it is printed: unfold the exercises' solutions (paper has no fold
-#: button), wait for MathJax, then scale every formula wider than its box down to the box's width
-#: (on paper a scroll box would cut it). Returns how many formulas were scaled.
+#: Run in each page before it is printed: unfold the exercises' solutions, the folded proofs
+#: and the answers of the checks of understanding (paper has no fold button), wait for
+#: MathJax, then scale every formula wider than its box down to the box's width (on paper a
+#: scroll box would cut it). Returns how many formulas were scaled.
 PREPARE = """async () => {
   for (const b of document.querySelectorAll('.toggle-hidden button.toggle-button')) b.click();
+  for (const d of document.querySelectorAll('details')) d.open = true;
   document.querySelectorAll('.admonition.toggle *').forEach(e => { e.style.transition = 'none'; });
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
   await document.fonts.ready;

@@ -69,3 +69,22 @@ document.addEventListener(
     else start();
   });
 })();
+
+/* The title of a folded solution, "Solution to Exercise 1.1", links to its exercise; a tap on
+   the title should unfold the solution, but a tap on the link part of it jumped back to the
+   exercise instead (and sphinx-togglebutton, which listens on the title, failed on the link).
+   A click on a link inside the title of any folded box now unfolds or folds that box, as a
+   click elsewhere on the title does, and the page stays where it is. */
+document.addEventListener(
+  "click",
+  (event) => {
+    const link = event.target.closest && event.target.closest("a");
+    const title = link && link.closest(".admonition.toggle > .admonition-title");
+    if (!title) return;
+    event.preventDefault();
+    event.stopPropagation();
+    const button = title.querySelector("button.toggle-button");
+    if (button) button.click();
+  },
+  true,
+);

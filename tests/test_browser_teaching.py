@@ -1,0 +1,148 @@
+"""The built book as a student meets it on a phone (390 x 844 CSS pixels) and a desktop, in
+Debian's chromium: no page heavier than a megabyte of figures or taller than 25 phone screens
+(book/_ext/teaching.py), no inline formula cut off and no table header broken inside a word on a
+phone, long proofs folded, and a solution's title that unfolds the solution instead of leaving it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+
+from .conftest import ROOT
+from .test_browser import PHONE, RESPONSE, Visit, _pages, browser, site  # noqa: F401
+
+pytestmark = pytest.mark.book
+
+
+def _teaching():
+    spec = importlib.util.spec_from_file_location("teaching", ROOT / "book/_ext/teaching.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+teaching = _teaching()
+
+#: The words of visible table headers that the browser broke across lines (a word is split at
+#: spaces, hyphens, dashes and slashes, where a break is allowed).
+BROKEN_HEADER_WORDS = """() => {
+  const broken = [];
+  for (const th of document.querySelectorAll('article th')) {
+    if (!th.offsetParent) continue;
+    const walk = document.createTreeWalker(th, NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+      if (n.parentElement.closest('mjx-container')) continue;
+      for (const m of n.data.matchAll(/[^\\s\\-\\u2010-\\u2015\\/]+/g)) {
+        const r = document.createRange();
+        r.setStart(n, m.index);
+        r.setEnd(n, m.index + m[0].length);
+        const tops = new Set([...r.getClientRects()].filter(x => x.width > 0)
+                                                   .map(x => Math.round(x.top)));
+        if (tops.size > 1) broken.push(m[0]);
+      }
+    }
+  }
+  return broken;
+}"""
+
+#: Visible inline formulas cut off: scrolled inside their own box by more than an italic
+#: overhang (8 px), or reaching past an ancestor that hides its overflow. Each as
+#: [text, px hidden in its box, px past the clipping ancestor].
+CUT_INLINE_FORMULAS = """() => {
+  const cut = [];
+  for (const s of document.querySelectorAll('article span.math')) {
+    if (!s.offsetParent) continue;
+    const m = s.querySelector('mjx-container');
+    if (!m) continue;
+    let clip = Infinity;
+    for (let e = s.parentElement; e && e !== document.body; e = e.parentElement) {
+      const o = getComputedStyle(e).overflowX;
+      if (o === 'hidden' || o === 'clip') clip = Math.min(clip, e.getBoundingClientRect().right);
+    }
+    clip = Math.min(clip, window.innerWidth);
+    const hidden = s.scrollWidth - s.clientWidth;
+    const past = m.getBoundingClientRect().right - clip;
+    if (hidden > 8 || past > 2) cut.push([s.textContent.slice(0, 50), hidden, Math.round(past)]);
+  }
+  return cut;
+}"""
+
+
+def test_no_page_carries_more_than_a_megabyte_of_figures(built):
+    heavy = {}
+    for name in _pages(built):
+        size = teaching.figure_bytes(built / name)
+        if size > teaching.MAX_FIGURE_BYTES:
+            heavy[name] = size
+    assert not heavy, f"pages with more than {teaching.MAX_FIGURE_BYTES} bytes of figures: {heavy}"
+
+
+def test_on_a_phone_every_page_is_short_its_formulas_whole_and_its_headers_unbroken(
+        built, site, browser):
+    limit = teaching.MAX_SCREENS * PHONE["height"]
+    tall, cut, broken = {}, {}, {}
+    for name in _pages(built):
+        visit = Visit(browser, site + name, **PHONE)
+        try:
+            height = teaching.page_height(visit.page, site + name)
+            if height > limit:
+                tall[name] = round(height / PHONE["height"], 1)
+            if found := visit.page.evaluate(CUT_INLINE_FORMULAS):
+                cut[name] = found
+            if found := visit.page.evaluate(BROKEN_HEADER_WORDS):
+                broken[name] = found
+        finally:
+            visit.close()
+    assert not tall, f"pages taller than {teaching.MAX_SCREENS} phone screens: {tall}"
+    assert not cut, f"inline formulas cut off on a phone: {cut}"
+    assert not broken, f"table headers broken inside a word on a phone: {broken}"
+
+
+def test_a_solutions_title_unfolds_it_and_the_page_stays(built, site, browser):
+    visit = Visit(browser, site + "book/io_bound.html", **PHONE)
+    try:
+        page = visit.page
+        solution = page.locator("div.solution.toggle").first
+        assert "toggle-hidden" in solution.get_attribute("class"), "the solution is not folded"
+        link = solution.locator(".admonition-title a")
+        assert link.count() == 1, "the solution's title has no link to its exercise"
+        url = page.url
+        link.tap()
+        page.wait_for_function("s => !s.classList.contains('toggle-hidden')",
+                               arg=solution.element_handle(), timeout=RESPONSE)
+        assert page.url == url, f"the tap left the page for {page.url}"
+        link.tap()
+        page.wait_for_function("s => s.classList.contains('toggle-hidden')",
+                               arg=solution.element_handle(), timeout=RESPONSE)
+        assert not visit.errors, visit.errors
+    finally:
+        visit.close()
+
+
+def test_long_proofs_fold_and_unfold(built, site, browser):
+    """Some chapter has a folded proof; its title unfolds it to the whole proof."""
+    for name in _pages(built):
+        if 'proof dropdown admonition' in (built / name).read_text(encoding="utf-8"):
+            break
+    else:
+        pytest.fail("no page has a folded proof")
+    visit = Visit(browser, site + name)
+    try:
+        page = visit.page
+        proof = page.locator("div.proof.dropdown").first
+        title = proof.locator(".admonition-title")
+        assert "can be skipped on a first reading" in title.inner_text()
+        assert "toggle-hidden" in proof.get_attribute("class")
+        folded = proof.bounding_box()["height"]
+        title.click()
+        page.wait_for_function("p => !p.classList.contains('toggle-hidden')",
+                               arg=proof.element_handle(), timeout=RESPONSE)
+        page.wait_for_function(f"p => p.getBoundingClientRect().height > {folded} + 50",
+                               arg=proof.element_handle(), timeout=RESPONSE)
+        assert not visit.errors, visit.errors
+    finally:
+        visit.close()
