@@ -59,6 +59,27 @@ H200  SXM, 141 GB  4,800  67       989.5 (1,979*)  989.5 (1,979*)
 (Bandwidth in GB/s = 10^9 bytes/s; peaks in TFLOPS = 10^12 operations/s, dense; * as printed,
 with sparsity.)
 
+Chip figures. The book's hardware appendix also gives, per GPU, the number of SMs (``sms``),
+the combined L1 cache and shared memory of one SM (``l1_per_sm``, bytes: the array of which
+``shared_per_sm`` is the largest share a program can manage) and the L2 cache (``l2``, bytes),
+with their sources in ``chip_source``. :func:`table` gathers every figure the book uses, one
+row per GPU, with its ridge points and the source of each column:
+
+>>> [(r["gpu"], r["sms"], r["l1_per_sm"] // KB, r["l2"] // MB) for r in table()]
+[('T4', 40, 96, 4), ('A100', 108, 192, 40), ('H100', 132, 256, 50), ('H200', 132, 256, 50)]
+>>> table()[2]["ridge"]["bfloat16"]                 # H100: 989.5 TFLOPS / 3.35 TB/s
+Fraction(19790, 67)
+
+``l1_per_sm`` is the CUDA C++ Programming Guide's "Unified data cache size per SM" of the
+compute capability (same table as above): 96 KB for 7.5, 192 KB for 8.0, 256 KB for 9.0. The SM
+counts and L2 sizes are the architecture whitepapers' for the board of ``variant`` (MB =
+1,024 KB): 108 SMs and 40 MB for the A100 (*NVIDIA A100 Tensor Core GPU Architecture*), 132 SMs
+and 50 MB for the H100 SXM5 (*NVIDIA H100 Tensor Core GPU Architecture*). The T4's 40 SMs follow
+from its datasheet's 2,560 CUDA cores and 320 tensor cores at 64 and 8 per Turing SM (*NVIDIA
+Turing GPU Architecture*); its 4 MB of L2 is the whitepaper's figure for the TU104, the chip
+of the T4. The H200 datasheet prints neither figure; the H200's are the H100 SXM5's, whose
+GH100 configuration it shares.
+
 Sources of the datasheet figures, each as its publisher titles it (in the book's bibliography:
 ``nvidiaT4datasheet``, ``nvidiaT4productbrief``, ``nvidiaA100datasheet``, ``nvidiaH100datasheet``,
 ``nvidiaH200datasheet``); a date is given only where it could be established, and no datasheet
@@ -91,10 +112,14 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import NamedTuple
 
-__all__ = ["GPU", "GPUS", "KB", "DTYPES", "cache_entries", "marks", "datasheet_table"]
+__all__ = ["GPU", "GPUS", "KB", "MB", "DTYPES", "cache_entries", "marks", "datasheet_table",
+           "ridge", "table"]
 
 #: A kilobyte as the CUDA documentation counts it.
 KB = 1024
+
+#: A megabyte as the architecture whitepapers count cache sizes: 1,024 KB.
+MB = 1024 * KB
 
 #: The dtypes a datasheet peak may be given for.
 DTYPES = ("float32", "float16", "bfloat16")
@@ -110,6 +135,8 @@ class GPU(NamedTuple):
     datasheet's figures for one board, ``variant``: ``bandwidth`` in bytes per second, ``peak``
     (dense operations per second by dtype, among :data:`DTYPES`), ``sparse`` (the printed
     with-sparsity figures, where the datasheet prints one) and ``datasheet``, the citation.
+    The last four are the chip's: ``sms`` (SMs of the board), ``l1_per_sm`` (combined L1 and
+    shared memory of one SM, bytes), ``l2`` (bytes) and ``chip_source``, their citation.
     """
 
     name: str
@@ -122,6 +149,10 @@ class GPU(NamedTuple):
     peak: dict = {}
     sparse: dict = {}
     datasheet: str = ""
+    sms: int = 0
+    l1_per_sm: int = 0
+    l2: int = 0
+    chip_source: str = ""
 
     def on_chip(self, registers: bool = True) -> int:
         """Bytes of on-chip memory per SM: shared memory, plus the register file by default."""
@@ -142,6 +173,11 @@ GPUS: dict[str, GPU] = {
         datasheet=("NVIDIA, NVIDIA T4 Tensor Core GPU, datasheet (document 951643), undated in "
                    "the copies consulted; bandwidth from NVIDIA, NVIDIA T4 product brief, table "
                    "'Memory Specifications' (up to 320 GBytes/s), date not established"),
+        sms=40, l1_per_sm=96 * KB, l2=4 * MB,
+        chip_source=("SMs: the T4 datasheet's 2,560 CUDA cores and 320 tensor cores, at 64 and 8 "
+                     "per SM (NVIDIA, NVIDIA Turing GPU Architecture, 2018); L2: that "
+                     "whitepaper's 4 MB of the TU104, the T4's chip; L1: CUDA C++ Programming "
+                     "Guide 12.4, compute capability 7.5"),
     ),
     "A100": GPU(
         "A100", "8.0", 164 * KB, 163 * KB, _REGISTERS,
@@ -151,6 +187,9 @@ GPUS: dict[str, GPU] = {
         sparse={"float16": 624 * TERA, "bfloat16": 624 * TERA},
         datasheet=("NVIDIA, NVIDIA A100 Tensor Core GPU, datasheet (document 1758950-r4), "
                    "column 'A100 80GB SXM'; date not established, no earlier than June 2021"),
+        sms=108, l1_per_sm=192 * KB, l2=40 * MB,
+        chip_source=("SMs and L2: NVIDIA, NVIDIA A100 Tensor Core GPU Architecture (2020); L1: "
+                     "CUDA C++ Programming Guide 12.4, compute capability 8.0"),
     ),
     "H100": GPU(
         "H100", "9.0", 228 * KB, 227 * KB, _REGISTERS,
@@ -160,6 +199,9 @@ GPUS: dict[str, GPU] = {
         sparse={"float16": 1979 * TERA, "bfloat16": 1979 * TERA},
         datasheet=("NVIDIA, NVIDIA H100 Tensor Core GPU, datasheet, column 'H100 SXM'; "
                    "date not established (2022 or later)"),
+        sms=132, l1_per_sm=256 * KB, l2=50 * MB,
+        chip_source=("SMs and L2: NVIDIA, NVIDIA H100 Tensor Core GPU Architecture (2022), H100 "
+                     "SXM5; L1: CUDA C++ Programming Guide 12.4, compute capability 9.0"),
     ),
     "H200": GPU(
         "H200", "9.0", 228 * KB, 227 * KB, _REGISTERS,
@@ -169,6 +211,10 @@ GPUS: dict[str, GPU] = {
         sparse={"float16": 1979 * TERA, "bfloat16": 1979 * TERA},
         datasheet=("NVIDIA, NVIDIA H200 Tensor Core GPU, datasheet, column 'H200 SXM'; "
                    "year only: 2023 or later (issued for SC23), month not established"),
+        sms=132, l1_per_sm=256 * KB, l2=50 * MB,
+        chip_source=("SMs and L2: not in the H200 datasheet; the H100 SXM5's (NVIDIA, NVIDIA "
+                     "H100 Tensor Core GPU Architecture, 2022), whose GH100 configuration the "
+                     "H200 shares; L1: CUDA C++ Programming Guide 12.4, compute capability 9.0"),
     ),
 }
 
@@ -239,3 +285,72 @@ def datasheet_table() -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip()
                      for row in rows)
+
+
+#: Where each figure of :func:`table` comes from, by column (the GPU's own ``datasheet`` and
+#: ``chip_source`` name the documents).
+_CUDA_GUIDE = ("NVIDIA, CUDA C++ Programming Guide, release 12.4 (March 2024), table "
+               "'Technical Specifications per Compute Capability'")
+
+
+def ridge(gpu: str, dtype: str = "bfloat16", bytes_per_entry: int | None = None):
+    """The ridge point of ``gpu``'s roofline: dense peak over HBM bandwidth, exactly.
+
+    Parameters
+    ----------
+    gpu : str
+        A key of :data:`GPUS`.
+    dtype : str, optional
+        One of :data:`DTYPES` that the GPU's datasheet gives a peak for.
+    bytes_per_entry : int, optional
+        None (the default): operations per byte. An integer ``w``: operations per entry of
+        ``w`` bytes, ``w`` times as many.
+
+    Returns
+    -------
+    fractions.Fraction
+
+    >>> ridge("T4", "float16")
+    Fraction(1625, 8)
+    >>> ridge("T4", "float16", bytes_per_entry=2)
+    Fraction(1625, 4)
+    """
+    from fractions import Fraction
+
+    if gpu not in GPUS:
+        raise KeyError(f"unknown GPU {gpu!r}; known: {', '.join(GPUS)}")
+    g = GPUS[gpu]
+    if dtype not in g.peak:
+        raise ValueError(f"dtype {dtype!r}: the {gpu} datasheet gives peaks for "
+                         f"{', '.join(g.peak)}")
+    per_byte = Fraction(g.peak[dtype], g.bandwidth)
+    if bytes_per_entry is None:
+        return per_byte
+    if not isinstance(bytes_per_entry, int) or bytes_per_entry < 1:
+        raise ValueError(f"bytes_per_entry must be a positive integer, got {bytes_per_entry!r}")
+    return per_byte * bytes_per_entry
+
+
+def table() -> list[dict]:
+    """Every hardware figure the book uses, one row per GPU of :data:`GPUS`, in their order.
+
+    Each row is a dict: ``gpu``, ``variant``, ``compute_capability``, ``sms``, ``shared_per_sm``,
+    ``l1_per_sm``, ``registers_per_sm``, ``l2`` (bytes), ``bandwidth`` (bytes/s), ``peak`` and
+    ``sparse`` (operations/s by dtype, as in :class:`GPU`), ``ridge`` (operations per byte by
+    dtype, :func:`ridge`), ``M`` (:func:`cache_entries`, two-byte entries) and ``sources``
+    (column group to citation: ``"on-chip"`` for the per-SM sizes, ``"chip"`` for SMs and L2,
+    ``"datasheet"`` for bandwidth and peaks). The values are the stored ones, unrounded.
+    """
+    rows = []
+    for g in GPUS.values():
+        rows.append({
+            "gpu": g.name, "variant": g.variant, "compute_capability": g.compute_capability,
+            "sms": g.sms, "shared_per_sm": g.shared_per_sm, "l1_per_sm": g.l1_per_sm,
+            "registers_per_sm": g.registers_per_sm, "l2": g.l2, "bandwidth": g.bandwidth,
+            "peak": dict(g.peak), "sparse": dict(g.sparse),
+            "ridge": {dtype: ridge(g.name, dtype) for dtype in DTYPES if dtype in g.peak},
+            "M": cache_entries(g.name),
+            "sources": {"on-chip": f"{_CUDA_GUIDE}, compute capability {g.compute_capability}",
+                        "chip": g.chip_source, "datasheet": g.datasheet},
+        })
+    return rows

@@ -129,3 +129,56 @@ def test_old_positional_construction_still_works():
     g = GPU("X", "9.0", 1, 1, 4)
     assert (g.variant, g.bandwidth, g.peak, g.sparse, g.datasheet) == ("", 0, {}, {}, "")
     assert g.on_chip() == 5
+
+
+# --- the chip figures and the appendix's table ------------------------------------------------
+
+def test_chip_figures():
+    """SMs, combined L1/shared memory per SM and L2, as the whitepapers and the CUDA guide give
+    them; the L1 array holds the largest shared-memory carve-out."""
+    from ioattn.gpus import MB
+
+    expect = {"T4": (40, 96 * KB, 4 * MB), "A100": (108, 192 * KB, 40 * MB),
+              "H100": (132, 256 * KB, 50 * MB), "H200": (132, 256 * KB, 50 * MB)}
+    for name, (sms, l1, l2) in expect.items():
+        g = GPUS[name]
+        assert (g.sms, g.l1_per_sm, g.l2) == (sms, l1, l2)
+        assert g.shared_per_sm < g.l1_per_sm
+        assert g.chip_source and "CUDA C++ Programming Guide" in g.chip_source
+    assert MB == 1024 * KB
+
+
+def test_ridge_is_peak_over_bandwidth():
+    from ioattn.gpus import ridge
+
+    assert ridge("H100") == Fraction(989_500, 3_350) == Fraction(19_790, 67)
+    assert ridge("A100", "float32", bytes_per_entry=4) == 4 * Fraction(19_500, 2_039)
+    assert ridge("H200", "float16", 2) == 2 * ridge("H200", "float16")
+    with pytest.raises(ValueError, match="dtype 'bfloat16'.*T4"):
+        ridge("T4", "bfloat16")
+    with pytest.raises(KeyError, match="unknown GPU"):
+        ridge("V100")
+    with pytest.raises(ValueError, match="bytes_per_entry"):
+        ridge("H100", "float16", 0)
+
+
+def test_table_rows_are_the_data():
+    from ioattn.gpus import ridge, table
+
+    rows = table()
+    assert [r["gpu"] for r in rows] == list(GPUS)
+    for r in rows:
+        g = GPUS[r["gpu"]]
+        for key in ("variant", "compute_capability", "sms", "shared_per_sm", "l1_per_sm",
+                    "registers_per_sm", "l2", "bandwidth", "peak", "sparse"):
+            assert r[key] == getattr(g, key), (r["gpu"], key)
+        assert r["ridge"] == {dt: ridge(g.name, dt) for dt in g.peak}
+        assert set(r["ridge"]) == set(g.peak)
+        assert r["M"] == cache_entries(g.name)
+        assert set(r["sources"]) == {"on-chip", "chip", "datasheet"}
+        assert r["sources"]["datasheet"] == g.datasheet
+        assert r["sources"]["chip"] == g.chip_source
+        assert f"compute capability {g.compute_capability}" in r["sources"]["on-chip"]
+    # the rows are copies: editing one does not change the data
+    rows[0]["peak"]["float32"] = 0
+    assert GPUS["T4"].peak["float32"] == 81 * T // 10
