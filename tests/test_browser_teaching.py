@@ -50,7 +50,8 @@ BROKEN_HEADER_WORDS = """() => {
 }"""
 
 #: Visible inline formulas cut off: scrolled inside their own box by more than an italic
-#: overhang (8 px), or reaching past an ancestor that hides its overflow. Each as
+#: overhang (8 px), or reaching past an ancestor that hides its overflow or, outside any box
+#: that scrolls sideways, past the screen's edge. Each as
 #: [text, px hidden in its box, px past the clipping ancestor].
 CUT_INLINE_FORMULAS = """() => {
   const cut = [];
@@ -58,12 +59,14 @@ CUT_INLINE_FORMULAS = """() => {
     if (!s.offsetParent) continue;
     const m = s.querySelector('mjx-container');
     if (!m) continue;
-    let clip = Infinity;
+    let clip = Infinity, scrolls = false;
     for (let e = s.parentElement; e && e !== document.body; e = e.parentElement) {
       const o = getComputedStyle(e).overflowX;
       if (o === 'hidden' || o === 'clip') clip = Math.min(clip, e.getBoundingClientRect().right);
+      scrolls = scrolls || o === 'auto' || o === 'scroll';
     }
-    clip = Math.min(clip, window.innerWidth);
+    // inside a box that scrolls sideways (a wide table), the reader scrolls to it
+    if (!scrolls) clip = Math.min(clip, window.innerWidth);
     const hidden = s.scrollWidth - s.clientWidth;
     const past = m.getBoundingClientRect().right - clip;
     if (hidden > 8 || past > 2) cut.push([s.textContent.slice(0, 50), hidden, Math.round(past)]);
