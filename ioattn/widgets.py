@@ -80,6 +80,15 @@ def _log2_M(value, d: int) -> float:
     return value
 
 
+def _beside(text, M: float, xlim, dy: float) -> None:
+    """Put the label ``text`` of the vertical line at ``M`` right of it, or left of it when
+    ``M`` is in the right half of the axis ``xlim`` (log scale), so that it stays inside the
+    axes (the static explorer's labels do the same)."""
+    right = math.log(M / xlim[0]) > 0.5 * math.log(xlim[1] / xlim[0])
+    text.set_horizontalalignment("right" if right else "left")
+    text.xyann = (-4 if right else 4, dy)
+
+
 def _P(value, Ps) -> int:
     """``value`` as one of the panel's processor counts ``Ps``."""
     value = as_count(value, "P")
@@ -481,6 +490,7 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
             d2_line.set_xdata([d_ * d_, d_ * d_])
             d2_text.xy = (d_ * d_, 1)
             d2_text.set_text(f"M = d² = {d_ * d_:,}")
+            _beside(d2_text, d_ * d_, xlim, -14)
             ys = [t for n in all_names for t in c["totals"][n] if t is not None]
             ys += [b for b in c["lower"] + c["lower_any"] if b is not None and b > 0]
             fx = flash_from(c)
@@ -490,6 +500,7 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
                 flash_line.set_xdata([fx, fx])
                 flash_text.xy = (fx, 1)
                 flash_text.set_text(f"FlashAttention cheapest from M = {fx:,}")
+                _beside(flash_text, fx, xlim, -28)
             for t, (_, gM) in zip(gpu_texts, gpu_marks()):
                 t.set_visible(c["Ms"][0] <= gM <= c["Ms"][-1])
             ax.set_ylim(min(ys) / 1.5, max(ys) * 1.5)
