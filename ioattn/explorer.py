@@ -55,13 +55,12 @@ from .plotting import STYLE, TITLES
 from .plotting import label as plot_label
 from .sweep import DEFAULT_OPTIONS, Sweep, as_options, sweep
 
-__all__ = ["DEFAULT_NAMES", "DEFAULT_OPTIONS", "D_MAX", "KINDS", "M_MAX", "N_MAX", "OTHER_COLOUR",
+__all__ = ["D_MAX", "DEFAULT_NAMES", "DEFAULT_OPTIONS", "KINDS", "M_MAX", "N_MAX", "OTHER_COLOUR",
            "PARALLEL_HEADS", "PARALLEL_PS", "PARALLEL_STYLE", "STATIC_HI", "across", "curves",
-           "default_Ms", "explorer_size", "flash_from", "m_label", "parallel_panel",
-           "parallel_picture", "parallel_Ps", "parallel_readout", "parallel_title",
-           "parallel_words", "picture", "picture_title", "ratio_text", "readout",
-           "static_explorer", "static_parallel_explorer", "words", "m_axis", "m_x",
-           "octave_px", "static_Ms"]
+           "default_Ms", "explorer_size", "flash_from", "m_axis", "m_label", "m_x", "octave_px",
+           "parallel_panel", "parallel_picture", "parallel_Ps", "parallel_readout",
+           "parallel_title", "parallel_words", "picture", "picture_title", "ratio_text",
+           "readout", "static_explorer", "static_Ms", "static_parallel_explorer", "words"]
 
 #: The algorithms shown by default.
 DEFAULT_NAMES = tuple(sorted(REGISTRY))
@@ -822,9 +821,10 @@ def _plegend(c: dict) -> str:
 
 
 def parallel_panel(c: dict, t: int, uid: str = "ioattn-across") -> str:
-    """The panel "across P processors" as HTML (the live explorer shows it): the title, the
-    picture (an inline SVG, as in the static explorer), its legend, :func:`parallel_words` and
-    :func:`parallel_readout` of ``c`` (from :func:`across`) at ``Ps[t]``."""
+    """The panel "across P processors" as HTML (:func:`ioattn.widgets.parallel_explorer`
+    shows it): the title, the picture (an inline SVG, as in :func:`static_parallel_explorer`),
+    :func:`parallel_words` and :func:`parallel_readout` of ``c`` (from :func:`across`) at
+    ``Ps[t]``, and the legend folded in a ``<details>``."""
     dom = _pdomain(c)
     frames = _pframe(c["Ps"], dom, 0, True)
     return (f'<div class="iop-panel" id="{uid}">' + _panel_parts(c, t, dom, frames, uid, "")
@@ -1160,7 +1160,8 @@ def _across_block(N: int, d: int, Ps, heads: int) -> dict:
 
 
 def parallel_picture(payload: dict, kind: str, i: int, j: int) -> dict:
-    """The panel "across P processors" of a static explorer's JSON ``payload`` for ``Ns[i]``,
+    """The panel "across P processors" of a static panel's JSON ``payload``
+    (:func:`static_parallel_explorer`) for ``Ns[i]``,
     ``ds[j]`` and ``kind`` (a value of :data:`KINDS`), as :func:`across` gives it (what
     :func:`parallel_words` and :func:`parallel_readout` read)."""
     from .parallel.table import why_not

@@ -290,8 +290,8 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
     for the checked algorithms with the lower bounds (standard and any matrix multiplication),
     labelled lines at ``M = d^2``, at the ``M`` from which FlashAttention stays the cheapest
     (:func:`ioattn.explorer.flash_from`) and at the current ``M``, a marker on each curve
-    there, the names of real GPUs above their on-chip memory (:func:`ioattn.gpus.marks`) and
-    the legend under the axes; a readout: the sentence of :func:`ioattn.explorer.words` (the
+    there and the names of real GPUs above their on-chip memory (:func:`ioattn.gpus.marks`);
+    a readout: the sentence of :func:`ioattn.explorer.words` (the
     cheapest and the exact ratios, as the static explorer writes it) and each exact count.
     The curves come from :func:`curves` (cached per ``(N, d)``, pass and mask);
     moving ``M`` only moves the markers, and the figure is kept and its lines updated, never
@@ -359,7 +359,8 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
     TypeError, ValueError
         Up front, for a count that is not an integer (``N="4096"``, ``N=4096.7``), a flag that
         is not a bool, a size or ``log2_M`` out of the ranges above (never clamped), an unknown
-        algorithm (the closest known name suggested) or option; ``update`` checks its values the same way before it moves any control.
+        algorithm (the closest known name suggested) or option; ``update`` checks its values
+        the same way before it moves any control.
     """
     widgets = import_ipywidgets("ioattn.widgets.explorer", "ioattn.explorer.static_explorer")
     all_names = list(DEFAULT_NAMES)
