@@ -947,7 +947,8 @@ function pressed(bs) { return bs.filter(b => b.attrs["aria-pressed"] === "true")
                                 .map(b => b.attrs["data-value"]); }
 function snap() {
   const pm = {}, pc = {};
-  many["circle.iop-marker"].forEach(e => { pm[e.attrs["data-name"]] = Object.assign({}, e.attrs); });
+  many["circle.iop-marker"].forEach(e => {
+    pm[e.attrs["data-name"]] = Object.assign({}, e.attrs); });
   many["polyline.iop-curve"].forEach(e => { pc[e.attrs["data-name"]] = e.attrs.points; });
   const nl = q("text.iop-now-label");
   seen.push({i: +q("input.iop-N").value, j: +q("input.iop-d").value, t: +q("input.iop-P").value,
