@@ -9,20 +9,26 @@ Two forms of one picture (exact I/O against ``M``, log-log, with the lower bound
   backward, dense or causal;
 - :func:`static_explorer`: a self-contained HTML snippet for a static page (an inline SVG, the
   exact totals of a few ``N`` and ``d``, both passes, dense and causal, as JSON and a small
-  script; range inputs for ``M``, ``N`` and ``d``, forward/backward and none/causal buttons),
-  with no kernel and nothing fetched from the network;
-- :func:`words` and :func:`readout`: what both explorers say at a point, in words (with the
-  exact ratios, :func:`ratio_text`) and in numbers;
+  script; range inputs for ``M``, ``N`` and ``d``, forward/backward and none/causal buttons
+  directly under the picture, the legend folded under the readout), with no kernel and
+  nothing fetched from the network. Its M axis is the same for every ``d`` (:func:`m_axis`,
+  :func:`m_x`, :func:`octave_px`), so ``M = d^2`` and the crossover move by a factor 4 in
+  ``M`` on the screen for each doubling of ``d``;
+- :func:`words` and :func:`readout`: what both explorers say at a point, in words (the exact
+  ratios, :func:`ratio_text`, said as "square tiling moves 1.12× as many entries as
+  FlashAttention") and in numbers;
 - :func:`ioattn.widgets.explorer`: the live ipywidgets version, for a notebook with a kernel
   (sliders for ``N``, ``d`` and ``log2 M``, a forward/backward toggle, a none/causal mask
-  toggle, a checkbox per algorithm, a "simulate" button that runs the algorithms on random data
-  and checks the counts against :func:`ioattn.io_cost`).
+  toggle, a checkbox per algorithm, a "simulate" button that runs the algorithms on random
+  data and checks the counts against :func:`ioattn.io_cost`).
 
-Both also show a panel "across P processors": at the same ``N``, ``d``, pass and mask, the
-words the busiest processor moves in each algorithm of :mod:`ioattn.parallel` (``H = 16``
-heads, :data:`PARALLEL_HEADS`) against ``P = 1, 2, 4, ..., 256``, with the lower bound, a
-``P`` slider, and a sentence on the algorithm that moves the fewest words at that ``P``
-(:func:`across`, :func:`parallel_words`, :func:`parallel_readout`, :func:`parallel_panel`).
+The panel "across P processors" belongs to the chapters on parallel attention: at given ``N``,
+``d``, pass and mask, the words the busiest processor moves in each algorithm of
+:mod:`ioattn.parallel` (``H = 16`` heads, :data:`PARALLEL_HEADS`) against ``P = 1, 2, 4, ...,
+256``, with the lower bound, a ``P`` slider, and a sentence on the algorithm that moves the
+fewest words at that ``P`` (:func:`across`, :func:`parallel_words`, :func:`parallel_readout`,
+:func:`parallel_panel`; :func:`static_parallel_explorer` for a static page,
+:func:`ioattn.widgets.parallel_explorer` live).
 
 >>> c = curves(1024, 32, Ms=[64, 1024, 8192])
 >>> c["names"], c["cheapest"]
@@ -49,12 +55,12 @@ from .plotting import STYLE, TITLES
 from .plotting import label as plot_label
 from .sweep import DEFAULT_OPTIONS, Sweep, as_options, sweep
 
-__all__ = ["DEFAULT_NAMES", "DEFAULT_OPTIONS", "D_MAX", "KINDS", "M_MAX", "N_MAX", "OTHER_COLOUR",
+__all__ = ["D_MAX", "DEFAULT_NAMES", "DEFAULT_OPTIONS", "KINDS", "M_MAX", "N_MAX", "OTHER_COLOUR",
            "PARALLEL_HEADS", "PARALLEL_PS", "PARALLEL_STYLE", "STATIC_HI", "across", "curves",
-           "default_Ms", "explorer_size", "flash_from", "m_label", "parallel_panel",
-           "parallel_picture", "parallel_Ps", "parallel_readout", "parallel_title",
-           "parallel_words", "picture", "picture_title", "ratio_text", "readout",
-           "static_explorer", "words"]
+           "default_Ms", "explorer_size", "flash_from", "m_axis", "m_label", "m_x", "octave_px",
+           "parallel_panel", "parallel_picture", "parallel_Ps", "parallel_readout",
+           "parallel_title", "parallel_words", "picture", "picture_title", "ratio_text",
+           "readout", "static_explorer", "static_Ms", "static_parallel_explorer", "words"]
 
 #: The algorithms shown by default.
 DEFAULT_NAMES = tuple(sorted(REGISTRY))
@@ -280,14 +286,16 @@ def _ranked(data: dict, k: int) -> tuple[list, list]:
 
 def words(data: dict, k: int) -> str:
     """The readout in words of a picture ``data`` (from :func:`curves`) at ``Ms[k]``: the
-    cheapest algorithm and how many times less it moves than each other one (exact ratios of
-    exact counts, :func:`ratio_text`), how far it is from the lower bound, and which algorithms
-    cannot run. Algorithms are named by :data:`ioattn.plotting.TITLES`. The static explorer's
-    script and the live widget write the same sentence.
+    algorithm that moves the fewest entries, then how many times as many each other one moves
+    (exact ratios of exact counts, :func:`ratio_text`, always a factor of at least 1 and said
+    as "moves 4.70× as many"), how many times the lower bound the cheapest moves, and which
+    algorithms cannot run. Algorithms are named by :data:`ioattn.plotting.TITLES`. The static
+    explorer's script and the live widget write the same sentence.
 
     >>> print(words(curves(1024, 32, Ms=[64, 8192]), 1))  # doctest: +NORMALIZE_WHITESPACE
-    At M = 8,192: FlashAttention moves 4.70× less than square tiling and 7.90× less than
-    standard attention; that is 5.00× the lower bound.
+    At M = 8,192: FlashAttention moves the fewest entries; square tiling moves 4.70× as many
+    entries as FlashAttention and standard attention 7.90× as many; FlashAttention moves 5.00×
+    as many as the lower bound.
     """
     T = data["titles"]
     run, cannot = _ranked(data, k)
@@ -299,12 +307,14 @@ def words(data: dict, k: int) -> str:
         if len(run) == 1:
             text += f"only {T[best]} can run; it moves {_commas(tb)} entries"
         else:
-            text += f"{T[best]} moves " + " and ".join(
-                f"as much as {T[n]}" if t == tb else f"{ratio_text(t, tb)} less than {T[n]}"
-                for t, _, n in run[1:])
+            others = [T[n] + (" moves" if i == 0 else "")
+                      + ("" if t == tb else f" {ratio_text(t, tb)}")
+                      + (f" as many entries as {T[best]}" if i == 0 else " as many")
+                      for i, (t, _, n) in enumerate(run[1:])]
+            text += f"{T[best]} moves the fewest entries; " + " and ".join(others)
         lower = data["lower"][k]
         if lower:
-            text += f"; that is {ratio_text(tb, lower)} the lower bound"
+            text += f"; {T[best]} moves {ratio_text(tb, lower)} as many as the lower bound"
     for n in cannot:
         text += f"; {T[n]} cannot run (it needs M ≥ {_commas(data['min_M'][n])})"
     return text + "."
@@ -421,17 +431,18 @@ _WHY = {"no backward pass": ("has no backward pass here", "have no backward pass
 def parallel_words(c: dict, t: int) -> str:
     """The sentence of the panel "across P processors" (``c`` from :func:`across`) at
     ``P = Ps[t]``: the algorithm whose busiest processor moves the fewest words (ties to the
-    least memory, then to the first name; the others that tie are named), how many times fewer
-    than the ring, the memory it holds per processor against the ring's, and how many times the
-    lower bound it receives (exact ratios of the integers, :func:`ratio_text`), then the
-    algorithms that do not apply and why. At ``P = 1`` there is nothing to communicate. The
-    static explorer's script writes the same sentence.
+    least memory, then to the first name; the others that tie are named), how many times as many
+    the ring moves, how much memory it holds per processor against the ring, and how many times
+    as many words as the lower bound it receives (exact ratios of the integers,
+    :func:`ratio_text`, each said as "X moves 8.47× as many"), then the algorithms that do not
+    apply and why. At ``P = 1`` there is nothing to communicate. The static panel's script
+    (:func:`static_parallel_explorer`) writes the same sentence.
 
     >>> print(parallel_words(across(4096, 64, [1, 256]), 1))  # doctest: +NORMALIZE_WHITESPACE
-    At P = 256: the 2D grid moves the fewest words, 1,973,760 on the busiest processor, 8.47×
-    less than ring attention; it holds 8.06× the ring's memory per processor (1,060,864 words
-    against 131,584), and receives 7.66× the lower bound on the words received; all-to-all
-    needs H ≥ P (H = 16).
+    At P = 256: the 2D grid moves the fewest words, 1,973,760 on the busiest processor; ring
+    attention moves 8.47× as many; the 2D grid holds 8.06× as much memory per processor as
+    ring attention (1,060,864 words against 131,584) and receives 7.66× as many words as the
+    lower bound on the words received; all-to-all needs H ≥ P (H = 16).
     """
     P, T = c["Ps"][t], c["titles"]
     if P == 1:
@@ -445,15 +456,15 @@ def parallel_words(c: dict, t: int) -> str:
         text += f", as {_and(ties)} {'do' if len(ties) > 1 else 'does'}"
     ring_t, ring_m = c["traffic"]["ring"][t], c["memory"]["ring"][t]
     if ring_t != tb:
-        text += f", {ratio_text(ring_t, tb)} less than {T['ring']}"
+        text += f"; {T['ring']} moves {ratio_text(ring_t, tb)} as many"
     if best == "ring":
-        text += f"; it holds {_commas(mb)} words per processor"
+        text += f"; {T[best]} holds {_commas(mb)} words per processor"
     else:
-        text += (f"; it holds {ratio_text(mb, ring_m)} the ring's memory per processor "
-                 f"({_commas(mb)} words against {_commas(ring_m)})")
+        text += (f"; {T[best]} holds {ratio_text(mb, ring_m)} as much memory per processor as "
+                 f"{T['ring']} ({_commas(mb)} words against {_commas(ring_m)})")
     if c["bound"][t]:
-        text += (f", and receives {ratio_text(c['received'][best][t], c['bound'][t])} the lower "
-                 "bound on the words received")
+        text += (f" and receives {ratio_text(c['received'][best][t], c['bound'][t])} as many "
+                 "words as the lower bound on the words received")
     for why, (one, many) in _WHY.items():
         out = [T[n] for n in c["names"] if c["why"][n][t] == why]
         if out:
@@ -505,16 +516,70 @@ _HALO = 'stroke="#fff" stroke-width="3" paint-order="stroke"'
 _SUP = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
 
-def _domain(*pictures: dict) -> list[float]:
-    """``[x0, x1, y0, y1]``: log10 of the M range and of the I/O range rounded out to decades,
+def _domain(*pictures: dict, axis=None) -> list[float]:
+    """``[x0, x1, y0, y1]``: log10 of the M range (``axis``, the ``(lo, hi)`` of
+    :func:`m_axis`, by default the pictures' own) and of the I/O range rounded out to decades,
     over every picture given (the four pictures of one ``N`` and ``d`` share axes)."""
     ys = [t for data in pictures for n in data["names"] for t in data["totals"][n]
           if t is not None]
     ys += [b for data in pictures for b in data["lower"] + data["lower_any"]
            if b is not None and b > 0]
     Ms = [M for data in pictures for M in data["Ms"]]
-    return [math.log10(min(Ms)), math.log10(max(Ms)),
+    lo, hi = (min(Ms), max(Ms)) if axis is None else axis
+    return [math.log10(lo), math.log10(hi),
             math.floor(math.log10(min(ys))), math.ceil(math.log10(max(ys)))]
+
+
+def static_Ms(d: int) -> list[int]:
+    """The static explorer's cache sizes at ``d``: four per octave (:func:`default_Ms`) from
+    ``max(16, d^2 / 16)`` to :data:`STATIC_HI` ``d^2``, where FlashAttention is the cheapest in
+    every picture the book draws (it takes over below ``2 d^2``). For ``d`` a power of two
+    they are the rounded powers of ``2^(1/4)``, the same values for every ``d``.
+
+    >>> static_Ms(32)[:5], static_Ms(32)[-1], len(static_Ms(32))
+    ([64, 76, 91, 108, 128], 4096, 25)
+    """
+    d = as_count(d, "d")
+    lo, hi = max(16, d * d // 16), STATIC_HI * d * d
+    return default_Ms(d, count=max(2, round(4 * math.log2(hi / lo)) + 1), lo=lo,
+                      hi_factor=STATIC_HI)
+
+
+def m_axis(Ms_by_d) -> tuple[int, int]:
+    """The static explorer's M axis: ``(lo, hi)``, the least and the largest cache size drawn
+    for any ``d`` (``Ms_by_d`` is a list of lists of cache sizes, one list per ``d``). The axis
+    is the same for every ``d``: log2 ``M`` at a fixed number of pixels per octave, so that
+    ``M = d^2`` and the crossovers move on the screen as ``d`` changes (``4 x`` in ``M`` for
+    each doubling of ``d``).
+
+    >>> m_axis([static_Ms(32), static_Ms(256)])
+    (64, 262144)
+    """
+    Ms = [M for row in Ms_by_d for M in row]
+    if not Ms:
+        raise ValueError("m_axis needs at least one cache size")
+    return min(Ms), max(Ms)
+
+
+def m_x(M: int, axis) -> float:
+    """The x (in the SVG's pixels, to a tenth) of cache size ``M`` on the static explorer's M
+    axis ``axis = (lo, hi)`` (:func:`m_axis`): ``52 + 336 log(M / lo) / log(hi / lo)``. The
+    script draws with the same formula.
+
+    >>> m_x(64, (64, 262144)), m_x(4096, (64, 262144)), m_x(262144, (64, 262144))
+    (52, 220, 388)
+    """
+    return _px([math.log10(axis[0]), math.log10(axis[1]), 0, 1], M)
+
+
+def octave_px(axis) -> float:
+    """Pixels (of the SVG, at its natural width) per octave of ``M`` on the axis ``axis``: a
+    factor ``2^k`` in ``M`` moves a line by ``k octave_px(axis)`` pixels.
+
+    >>> octave_px((64, 262144))
+    28.0
+    """
+    return (_W - _L - _R) / math.log2(axis[1] / axis[0])
 
 
 def _tenth(v: float):
@@ -596,7 +661,7 @@ def _frame(N: int, d: int, dom, shown: bool) -> str:
     x = _px(dom, d2)
     text = f"d² = {_commas(d2)}"
     tx, anchor = _side(x, text)
-    out.append(f'<line x1="{x}" y1="{_T}" x2="{x}" y2="{bottom}" stroke="#000" '
+    out.append(f'<line class="ioe-d2" x1="{x}" y1="{_T}" x2="{x}" y2="{bottom}" stroke="#000" '
                f'stroke-opacity="0.6"/><text class="ioe-label" x="{tx}" y="{_T + 13}" '
                f'text-anchor="{anchor}" {_HALO}>{text}</text>')
     out.append(_gpu_marks(dom))
@@ -756,9 +821,10 @@ def _plegend(c: dict) -> str:
 
 
 def parallel_panel(c: dict, t: int, uid: str = "ioattn-across") -> str:
-    """The panel "across P processors" as HTML (the live explorer shows it): the title, the
-    picture (an inline SVG, as in the static explorer), its legend, :func:`parallel_words` and
-    :func:`parallel_readout` of ``c`` (from :func:`across`) at ``Ps[t]``."""
+    """The panel "across P processors" as HTML (:func:`ioattn.widgets.parallel_explorer`
+    shows it): the title, the picture (an inline SVG, as in :func:`static_parallel_explorer`),
+    :func:`parallel_words` and :func:`parallel_readout` of ``c`` (from :func:`across`) at
+    ``Ps[t]``, and the legend folded in a ``<details>``."""
     dom = _pdomain(c)
     frames = _pframe(c["Ps"], dom, 0, True)
     return (f'<div class="iop-panel" id="{uid}">' + _panel_parts(c, t, dom, frames, uid, "")
@@ -766,25 +832,57 @@ def parallel_panel(c: dict, t: int, uid: str = "ioattn-across") -> str:
 
 
 def _panel_parts(c: dict, t: int, dom, frames: str, uid: str, controls: str) -> str:
+    """Title, picture, ``controls`` directly under it, the readout, and the legend folded in
+    a ``<details>`` (under the readout, so that on a phone the controls stay next to the
+    picture)."""
     return (
         '<div class="iop-title" style="font-family:sans-serif;font-weight:bold;margin:0.2em 0">'
         f'{html.escape(parallel_title(c["N"], c["d"], c["heads"], c["backward"], c["causal"]))}'
-        f'</div>{_panel_svg(c, t, dom, frames, uid)}'
-        '<div class="iop-legend" style="font-family:sans-serif;font-size:0.85em;'
-        f'margin:0.3em 0 0.5em;line-height:1.4">{_plegend(c)}</div>{controls}'
+        f'</div>{_panel_svg(c, t, dom, frames, uid)}{controls}'
         '<div class="iop-readout" aria-live="polite" style="margin-top:0.4em">'
         '<div class="iop-words" style="font-family:sans-serif;font-size:1em;font-weight:bold">'
         f'{html.escape(parallel_words(c, t), quote=False)}</div>'
         '<div class="iop-numbers" style="font-family:monospace;font-size:0.85em;'
-        f'overflow-wrap:anywhere">{html.escape(parallel_readout(c, t), quote=False)}</div></div>')
+        f'overflow-wrap:anywhere">{html.escape(parallel_readout(c, t), quote=False)}</div></div>'
+        + _details("iop-legend", _plegend(c)))
 
 
-#: The static explorer's cache sizes run to ``STATIC_HI d^2`` by default.
-STATIC_HI = 16
+def _details(cls: str, inner: str) -> str:
+    """A legend folded under a "Legend" summary (opened by the script on a wide screen)."""
+    return (f'<details class="{cls}" style="font-family:sans-serif;font-size:0.85em;'
+            'margin:0.4em 0 0.5em;line-height:1.4"><summary style="cursor:pointer;'
+            f'min-height:40px;line-height:40px">Legend</summary><div>{inner}</div></details>')
+
+
+#: The static explorer's cache sizes run to ``STATIC_HI d^2`` by default (:func:`static_Ms`):
+#: FlashAttention is the cheapest there in every picture the book draws, and the exact
+#: crossovers, which cost every integer ``M`` of the range, stay quick to compute.
+STATIC_HI = 4
 
 #: The pictures of the static explorer, by pass and mask, as the JSON names them.
 KINDS = {(False, False): "forward", (True, False): "backward", (False, True): "causal",
          (True, True): "causal_backward"}
+
+
+#: Helpers of both scripts: thousands separators, tenths of a pixel, :func:`ratio_text`.
+_HELPERS = """  function commas(n) { return String(n).replace(/\\B(?=(\\d{3})+(?!\\d))/g, ","); }
+  function tenth(v) { return Math.round(10 * v) / 10; }
+  function ratio(a, b) {            /* ioattn.explorer.ratio_text, on BigInt */
+    var A = BigInt(a), Bq = BigInt(b), p = A < 10n * Bq ? 2 : A < 100n * Bq ? 1 : 0, s, r;
+    for (;;) {
+      s = 10n ** BigInt(p);
+      r = (2n * A * s + Bq) / (2n * Bq);
+      if (A === Bq || r !== s || p >= 9) break;
+      p++;
+    }
+    var t = r.toString();
+    if (p > 0) {
+      while (t.length < p + 1) t = "0" + t;
+      t = t.slice(0, t.length - p) + "." + t.slice(t.length - p);
+    }
+    return t + "\\u00d7";
+  }
+"""
 
 
 _SCRIPT = """(function () {
@@ -811,18 +909,11 @@ _SCRIPT = """(function () {
     return bs[0].getAttribute("data-value");
   }
   var state = {pass: pressed(passB), mask: pressed(maskB)};
-  /* the panel "across P processors" */
-  var PD = D.par, PW = %(PW)d, PH = %(PH)d, PL = %(PL)d, PR = %(PR)d, PT = %(PT)d, PB = %(PB)d;
-  var sP = q("input.iop-P"), outP = q(".iop-Pvalue"), pTitle = q(".iop-title");
-  var pWords = q(".iop-words"), pNumbers = q(".iop-numbers"), pBound = q("polyline.iop-bound");
-  var pNow = q("line.iop-now"), pNowText = q("text.iop-now-label"), pFrames = qa("g.iop-frame");
-  var pLines = {}, pMarks = {}, pls = qa("polyline.iop-curve"), pms = qa("circle.iop-marker");
-  for (i = 0; i < pls.length; i++) pLines[pls[i].getAttribute("data-name")] = pls[i];
-  for (i = 0; i < pms.length; i++) pMarks[pms[i].getAttribute("data-name")] = pms[i];
-  var PSPAN = Math.log2(PD.Ps[PD.Ps.length - 1]) || 1;
-  function commas(n) { return String(n).replace(/\\B(?=(\\d{3})+(?!\\d))/g, ","); }
-  function tenth(v) { return Math.round(10 * v) / 10; }
-  function px(dom, M) {
+  /* the legend: folded on a narrow screen (under the controls), open on a wide one */
+  var legend = q("details.ioe-legend");
+  if (legend && typeof window !== "undefined" && window.matchMedia &&
+      window.matchMedia("(min-width: 720px)").matches) legend.open = true;
+%(helpers)s  function px(dom, M) {
     return tenth(L + (Math.log10(M) - dom[0]) / (dom[1] - dom[0]) * (W - L - R));
   }
   function py(dom, y) {
@@ -834,21 +925,6 @@ _SCRIPT = """(function () {
       if (values[k] !== null && values[k] > 0)
         p.push(px(c.dom, Ms[k]) + "," + py(c.dom, values[k]));
     return p.join(" ");
-  }
-  function ratio(a, b) {            /* ioattn.explorer.ratio_text, on BigInt */
-    var A = BigInt(a), Bq = BigInt(b), p = A < 10n * Bq ? 2 : A < 100n * Bq ? 1 : 0, s, r;
-    for (;;) {
-      s = 10n ** BigInt(p);
-      r = (2n * A * s + Bq) / (2n * Bq);
-      if (A === Bq || r !== s || p >= 9) break;
-      p++;
-    }
-    var t = r.toString();
-    if (p > 0) {
-      while (t.length < p + 1) t = "0" + t;
-      t = t.slice(0, t.length - p) + "." + t.slice(t.length - p);
-    }
-    return t + "\\u00d7";
   }
   function ranked(c, k) {
     var run = [], cannot = [];
@@ -870,11 +946,13 @@ _SCRIPT = """(function () {
       else {
         var parts = [];
         for (var j = 1; j < run.length; j++)
-          parts.push(run[j][0] === tb ? "as much as " + T_[run[j][2]] :
-                     ratio(run[j][0], tb) + " less than " + T_[run[j][2]]);
-        text += T_[best] + " moves " + parts.join(" and ");
+          parts.push(T_[run[j][2]] + (j === 1 ? " moves" : "") +
+                     (run[j][0] === tb ? "" : " " + ratio(run[j][0], tb)) +
+                     (j === 1 ? " as many entries as " + T_[best] : " as many"));
+        text += T_[best] + " moves the fewest entries; " + parts.join(" and ");
       }
-      if (c.lower[k]) text += "; that is " + ratio(tb, c.lower[k]) + " the lower bound";
+      if (c.lower[k]) text += "; " + T_[best] + " moves " + ratio(tb, c.lower[k]) +
+        " as many as the lower bound";
     }
     for (j = 0; j < cannot.length; j++)
       text += "; " + T_[cannot[j]] + " cannot run (it needs M \\u2265 " +
@@ -893,87 +971,28 @@ _SCRIPT = """(function () {
       (tags.length ? " (" + tags.join(", ") + ")" : "") + ": cheapest " +
       (run.length ? D.titles[run[0][2]] : "none") + ". " + parts.join("; ");
   }
-  function ppx(P) { return tenth(PL + Math.log2(P) / PSPAN * (PW - PL - PR)); }
-  function ppy(dom, v) {
-    return tenth(PT + (dom[1] - Math.log10(v)) / (dom[1] - dom[0]) * (PH - PT - PB));
-  }
-  function ppoints(dom, values) {
-    var p = [];
-    if (!values) return "";
-    for (var k = 0; k < PD.Ps.length; k++)
-      if (values[k]) p.push(ppx(PD.Ps[k]) + "," + ppy(dom, values[k]));
-    return p.join(" ");
-  }
-  function pval(side, key, n, t) { return side[key][n] ? side[key][n][t] : null; }
-  function and(xs) {
-    return xs.length === 1 ? xs[0] : xs.slice(0, -1).join(", ") + " and " + xs[xs.length - 1];
-  }
-  function pwhy(n, N, P, back) {     /* ioattn.parallel.table.why_not */
-    if (N < P) return "needs N \u2265 P";
-    if (back && PD.backward_names.indexOf(n) < 0) return "no backward pass";
-    if (n === "all_to_all" && PD.heads < P) return "needs H \u2265 P";
-    return null;
-  }
-  var WHY = [["no backward pass", "has no backward pass here", "have no backward pass here"],
-             ["needs H \u2265 P", "needs H \u2265 P (H = " + PD.heads + ")",
-              "need H \u2265 P (H = " + PD.heads + ")"],
-             ["needs N \u2265 P", "needs N \u2265 P", "need N \u2265 P"]];
-  function pwords(side, bound, t, N, back) {     /* ioattn.explorer.parallel_words */
-    var P = PD.Ps[t], T_ = PD.titles, names = PD.names, best = null, tb = 0, mb = 0, j, n, v;
-    if (P === 1)
-      return "On P = 1 processor there is nothing to communicate: no algorithm moves a word.";
-    for (j = 0; j < names.length; j++) {
-      n = names[j]; v = pval(side, "traffic", n, t);
-      if (v === null) continue;
-      var m = pval(side, "memory", n, t);
-      if (best === null || v < tb || (v === tb && m < mb)) { best = n; tb = v; mb = m; }
-    }
-    var ties = [];
-    for (j = 0; j < names.length; j++)
-      if (names[j] !== best && pval(side, "traffic", names[j], t) === tb) ties.push(T_[names[j]]);
-    var text = "At P = " + P + ": " + T_[best] + " moves the fewest words, " + commas(tb) +
-      " on the busiest processor";
-    if (ties.length) text += ", as " + and(ties) + (ties.length > 1 ? " do" : " does");
-    var rt = side.traffic.ring[t], rm = side.memory.ring[t];
-    if (rt !== tb) text += ", " + ratio(rt, tb) + " less than " + T_.ring;
-    if (best === "ring") text += "; it holds " + commas(mb) + " words per processor";
-    else text += "; it holds " + ratio(mb, rm) + " the ring's memory per processor (" +
-      commas(mb) + " words against " + commas(rm) + ")";
-    if (bound[t]) text += ", and receives " + ratio(side.received[best][t], bound[t]) +
-      " the lower bound on the words received";
-    for (var w = 0; w < WHY.length; w++) {
-      var out = [];
-      for (j = 0; j < names.length; j++)
-        if (pwhy(names[j], N, P, back) === WHY[w][0]) out.push(T_[names[j]]);
-      if (out.length) text += "; " + and(out) + " " + (out.length === 1 ? WHY[w][1] : WHY[w][2]);
-    }
-    return text + ".";
-  }
-  function pnumbers(side, bound, t, N, d, tags) {     /* ioattn.explorer.parallel_readout */
-    var parts = [];
-    for (var j = 0; j < PD.names.length; j++) {
-      var n = PD.names[j], v = pval(side, "traffic", n, t);
-      parts.push(PD.titles[n] + " " + (v === null ? "\u2014" : commas(v)));
-    }
-    return "N = " + commas(N) + ", d = " + d + ", H = " + PD.heads + ", P = " + PD.Ps[t] +
-      (tags.length ? " (" + tags.join(", ") + ")" : "") +
-      ": words moved by the busiest processor: " + parts.join("; ") +
-      "; lower bound on the words received " + commas(bound[t]);
-  }
   function clamp(s, n) {
     var v = Math.max(0, Math.min(n - 1, Math.round(+s.value)));
     s.value = String(v);
     return v;
   }
-  var shown = "";
+  function nearest(Ms, M) {          /* the cache size of Ms nearest to M (in log) */
+    var best = 0;
+    for (var x = 1; x < Ms.length; x++)
+      if (Math.abs(Math.log(Ms[x] / M)) < Math.abs(Math.log(Ms[best] / M))) best = x;
+    return best;
+  }
+  var shown = "", lastJ = -1, lastM = 0;
   function show() {
     var back = state.pass === "backward", causal = state.mask === "causal";
-    var i = clamp(sN, D.Ns.length), j = clamp(sd, D.ds.length), k = clamp(sM, D.Ms[j].length);
+    var i = clamp(sN, D.Ns.length), j = clamp(sd, D.ds.length);
+    /* a new d keeps M in entries (the axis is M itself): the nearest of its cache sizes */
+    if (lastJ >= 0 && j !== lastJ) sM.value = String(nearest(D.Ms[j], lastM));
+    var k = clamp(sM, D.Ms[j].length);
     var kind = causal ? (back ? "causal_backward" : "causal") : (back ? "backward" : "forward");
     var c = D[kind][i][j], N = D.Ns[i], d = D.ds[j], Ms = D.Ms[j], M = Ms[k];
     sM.max = String(Ms.length - 1);
-    var cp = PD.nd[i][j], side = cp[state.pass], bound = cp.bound[state.mask];
-    var pdom = PD.doms[cp.dom], tp = clamp(sP, PD.Ps.length), P = PD.Ps[tp];
+    lastJ = j; lastM = M;
     var key = i + " " + j + " " + kind;
     if (key !== shown) {
       shown = key;
@@ -992,13 +1011,6 @@ _SCRIPT = """(function () {
       var what = back ? (causal ? "the causal attention backward pass" :
         "the attention backward pass") : (causal ? "causal attention" : "attention");
       title.textContent = "Exact I/O of " + what + ", N = " + commas(N) + ", d = " + d;
-      pTitle.textContent = "Across P processors: " + what + ", H = " + PD.heads + ", N = " +
-        commas(N) + ", d = " + d;
-      for (f = 0; f < pFrames.length; f++)
-        pFrames[f].setAttribute("display", +pFrames[f].getAttribute("data-k") === cp.dom ?
-                                "inline" : "none");
-      for (n in pLines) pLines[n].setAttribute("points", ppoints(pdom, side.traffic[n]));
-      pBound.setAttribute("points", ppoints(pdom, bound));
       for (f = 0; f < passB.length; f++)
         passB[f].setAttribute("aria-pressed",
                               String(passB[f].getAttribute("data-value") === state.pass));
@@ -1027,23 +1039,6 @@ _SCRIPT = """(function () {
     var tags = (back ? ["backward pass"] : []).concat(causal ? ["causal mask"] : []);
     outWords.textContent = words(c, M, k);
     outNumbers.textContent = numbers(c, N, d, M, k, tags);
-    var xP = ppx(P), pl = "P = " + P, pright = xP + 4 + CHAR * pl.length > PW - PR;
-    pNow.setAttribute("x1", xP); pNow.setAttribute("x2", xP);
-    pNowText.setAttribute("x", tenth(pright ? xP - 4 : xP + 4));
-    pNowText.setAttribute("text-anchor", pright ? "end" : "start");
-    pNowText.textContent = pl;
-    for (q2 = 0; q2 < PD.names.length; q2++) {
-      var pn = PD.names[q2], pv = pval(side, "traffic", pn, tp);
-      if (pv) {
-        pMarks[pn].setAttribute("cx", xP); pMarks[pn].setAttribute("cy", ppy(pdom, pv));
-        pMarks[pn].setAttribute("visibility", "visible");
-      } else {
-        pMarks[pn].setAttribute("visibility", "hidden");
-      }
-    }
-    outP.textContent = pl;
-    pWords.textContent = pwords(side, bound, tp, N, back);
-    pNumbers.textContent = pnumbers(side, bound, tp, N, d, tags);
   }
   function step(by, s) { return function () { s.value = String(+s.value + by); show(); }; }
   function choose(bs, what) {
@@ -1058,11 +1053,8 @@ _SCRIPT = """(function () {
   sM.addEventListener("input", show);
   sd.addEventListener("input", show);
   sN.addEventListener("input", show);
-  sP.addEventListener("input", show);
   q("button.ioe-less").addEventListener("click", step(-1, sM));
   q("button.ioe-more").addEventListener("click", step(1, sM));
-  q("button.iop-less").addEventListener("click", step(-1, sP));
-  q("button.iop-more").addEventListener("click", step(1, sP));
   choose(passB, "pass");
   choose(maskB, "mask");
   show();
@@ -1136,16 +1128,16 @@ def _legend(c: dict, names, options: dict) -> str:
         f'{_swatch(svg)}<span>{html.escape(text)}</span></span>' for svg, text in items)
 
 
-def _four(block) -> tuple[dict, dict]:
-    """The four pictures (:data:`KINDS`) of one ``(N, d)``, sharing their axes (``dom``), and
-    the data of its panel "across P processors" (:func:`_across_block`)."""
-    N, d, Ms, names, options, Ps, heads = block
+def _four(block) -> dict:
+    """The four pictures (:data:`KINDS`) of one ``(N, d)``, sharing their axes (``dom``; the
+    M axis ``axis`` is every ``d``'s)."""
+    N, d, Ms, names, options, axis = block
     four = {kind: curves(N, d, Ms, names, options, backward=bk, causal=ck)
             for (bk, ck), kind in KINDS.items()}
-    dom = _domain(*four.values())
+    dom = _domain(*four.values(), axis=axis)
     for p in four.values():
         p["dom"] = dom
-    return four, _across_block(N, d, Ps, heads)
+    return four
 
 
 def _across_block(N: int, d: int, Ps, heads: int) -> dict:
@@ -1168,7 +1160,8 @@ def _across_block(N: int, d: int, Ps, heads: int) -> dict:
 
 
 def parallel_picture(payload: dict, kind: str, i: int, j: int) -> dict:
-    """The panel "across P processors" of a static explorer's JSON ``payload`` for ``Ns[i]``,
+    """The panel "across P processors" of a static panel's JSON ``payload``
+    (:func:`static_parallel_explorer`) for ``Ns[i]``,
     ``ds[j]`` and ``kind`` (a value of :data:`KINDS`), as :func:`across` gives it (what
     :func:`parallel_words` and :func:`parallel_readout` read)."""
     from .parallel.table import why_not
@@ -1187,11 +1180,240 @@ def parallel_picture(payload: dict, kind: str, i: int, j: int) -> dict:
     return c
 
 
+_PSCRIPT = """(function () {
+  var root = document.getElementById("%(id)s");
+  if (!root) return;
+  var D = JSON.parse(root.querySelector("script.iop-data").textContent), PD = D.par;
+  var PW = %(PW)d, PH = %(PH)d, PL = %(PL)d, PR = %(PR)d, PT = %(PT)d, PB = %(PB)d;
+  var CHAR = %(CHAR)s;
+  function q(s) { return root.querySelector(s); }
+  function qa(s) { return root.querySelectorAll(s); }
+  var sP = q("input.iop-P"), sN = q("input.iop-N"), sd = q("input.iop-d");
+  var passB = qa("button.iop-pass"), maskB = qa("button.iop-mask");
+  var outP = q(".iop-Pvalue"), outN = q(".iop-Nvalue"), outd = q(".iop-dvalue");
+  var pTitle = q(".iop-title"), pWords = q(".iop-words"), pNumbers = q(".iop-numbers");
+  var pBound = q("polyline.iop-bound"), pNow = q("line.iop-now");
+  var pNowText = q("text.iop-now-label"), pFrames = qa("g.iop-frame");
+  var pLines = {}, pMarks = {}, i, pls = qa("polyline.iop-curve"), pms = qa("circle.iop-marker");
+  for (i = 0; i < pls.length; i++) pLines[pls[i].getAttribute("data-name")] = pls[i];
+  for (i = 0; i < pms.length; i++) pMarks[pms[i].getAttribute("data-name")] = pms[i];
+  var legend = q("details.iop-legend");
+  if (legend && typeof window !== "undefined" && window.matchMedia &&
+      window.matchMedia("(min-width: 720px)").matches) legend.open = true;
+  function pressed(bs) {
+    for (var b = 0; b < bs.length; b++)
+      if (bs[b].getAttribute("aria-pressed") === "true") return bs[b].getAttribute("data-value");
+    return bs[0].getAttribute("data-value");
+  }
+  var state = {pass: pressed(passB), mask: pressed(maskB)};
+  var PSPAN = Math.log2(PD.Ps[PD.Ps.length - 1]) || 1;
+%(helpers)s  function ppx(P) { return tenth(PL + Math.log2(P) / PSPAN * (PW - PL - PR)); }
+  function ppy(dom, v) {
+    return tenth(PT + (dom[1] - Math.log10(v)) / (dom[1] - dom[0]) * (PH - PT - PB));
+  }
+  function ppoints(dom, values) {
+    var p = [];
+    if (!values) return "";
+    for (var k = 0; k < PD.Ps.length; k++)
+      if (values[k]) p.push(ppx(PD.Ps[k]) + "," + ppy(dom, values[k]));
+    return p.join(" ");
+  }
+  function pval(side, key, n, t) { return side[key][n] ? side[key][n][t] : null; }
+  function and(xs) {
+    return xs.length === 1 ? xs[0] : xs.slice(0, -1).join(", ") + " and " + xs[xs.length - 1];
+  }
+  function pwhy(n, N, P, back) {     /* ioattn.parallel.table.why_not */
+    if (N < P) return "needs N \\u2265 P";
+    if (back && PD.backward_names.indexOf(n) < 0) return "no backward pass";
+    if (n === "all_to_all" && PD.heads < P) return "needs H \\u2265 P";
+    return null;
+  }
+  var WHY = [["no backward pass", "has no backward pass here", "have no backward pass here"],
+             ["needs H \\u2265 P", "needs H \\u2265 P (H = " + PD.heads + ")",
+              "need H \\u2265 P (H = " + PD.heads + ")"],
+             ["needs N \\u2265 P", "needs N \\u2265 P", "need N \\u2265 P"]];
+  function pwords(side, bound, t, N, back) {     /* ioattn.explorer.parallel_words */
+    var P = PD.Ps[t], T_ = PD.titles, names = PD.names, best = null, tb = 0, mb = 0, j, n, v;
+    if (P === 1)
+      return "On P = 1 processor there is nothing to communicate: no algorithm moves a word.";
+    for (j = 0; j < names.length; j++) {
+      n = names[j]; v = pval(side, "traffic", n, t);
+      if (v === null) continue;
+      var m = pval(side, "memory", n, t);
+      if (best === null || v < tb || (v === tb && m < mb)) { best = n; tb = v; mb = m; }
+    }
+    var ties = [];
+    for (j = 0; j < names.length; j++)
+      if (names[j] !== best && pval(side, "traffic", names[j], t) === tb) ties.push(T_[names[j]]);
+    var text = "At P = " + P + ": " + T_[best] + " moves the fewest words, " + commas(tb) +
+      " on the busiest processor";
+    if (ties.length) text += ", as " + and(ties) + (ties.length > 1 ? " do" : " does");
+    var rt = side.traffic.ring[t], rm = side.memory.ring[t];
+    if (rt !== tb) text += "; " + T_.ring + " moves " + ratio(rt, tb) + " as many";
+    if (best === "ring") text += "; " + T_[best] + " holds " + commas(mb) + " words per processor";
+    else text += "; " + T_[best] + " holds " + ratio(mb, rm) +
+      " as much memory per processor as " + T_.ring + " (" + commas(mb) + " words against " +
+      commas(rm) + ")";
+    if (bound[t]) text += " and receives " + ratio(side.received[best][t], bound[t]) +
+      " as many words as the lower bound on the words received";
+    for (var w = 0; w < WHY.length; w++) {
+      var out = [];
+      for (j = 0; j < names.length; j++)
+        if (pwhy(names[j], N, P, back) === WHY[w][0]) out.push(T_[names[j]]);
+      if (out.length) text += "; " + and(out) + " " + (out.length === 1 ? WHY[w][1] : WHY[w][2]);
+    }
+    return text + ".";
+  }
+  function pnumbers(side, bound, t, N, d, tags) {     /* ioattn.explorer.parallel_readout */
+    var parts = [];
+    for (var j = 0; j < PD.names.length; j++) {
+      var n = PD.names[j], v = pval(side, "traffic", n, t);
+      parts.push(PD.titles[n] + " " + (v === null ? "\\u2014" : commas(v)));
+    }
+    return "N = " + commas(N) + ", d = " + d + ", H = " + PD.heads + ", P = " + PD.Ps[t] +
+      (tags.length ? " (" + tags.join(", ") + ")" : "") +
+      ": words moved by the busiest processor: " + parts.join("; ") +
+      "; lower bound on the words received " + commas(bound[t]);
+  }
+  function clamp(s, n) {
+    var v = Math.max(0, Math.min(n - 1, Math.round(+s.value)));
+    s.value = String(v);
+    return v;
+  }
+  function show() {
+    var back = state.pass === "backward", causal = state.mask === "causal";
+    var i = clamp(sN, D.Ns.length), j = clamp(sd, D.ds.length), N = D.Ns[i], d = D.ds[j];
+    var cp = PD.nd[i][j], side = cp[state.pass], bound = cp.bound[state.mask];
+    var pdom = PD.doms[cp.dom], tp = clamp(sP, PD.Ps.length), P = PD.Ps[tp], f, n;
+    var what = back ? (causal ? "the causal attention backward pass" :
+      "the attention backward pass") : (causal ? "causal attention" : "attention");
+    pTitle.textContent = "Across P processors: " + what + ", H = " + PD.heads + ", N = " +
+      commas(N) + ", d = " + d;
+    for (f = 0; f < pFrames.length; f++)
+      pFrames[f].setAttribute("display", +pFrames[f].getAttribute("data-k") === cp.dom ?
+                              "inline" : "none");
+    for (n in pLines) pLines[n].setAttribute("points", ppoints(pdom, side.traffic[n]));
+    pBound.setAttribute("points", ppoints(pdom, bound));
+    for (f = 0; f < passB.length; f++)
+      passB[f].setAttribute("aria-pressed",
+                            String(passB[f].getAttribute("data-value") === state.pass));
+    for (f = 0; f < maskB.length; f++)
+      maskB[f].setAttribute("aria-pressed",
+                            String(maskB[f].getAttribute("data-value") === state.mask));
+    var xP = ppx(P), pl = "P = " + P, pright = xP + 4 + CHAR * pl.length > PW - PR;
+    pNow.setAttribute("x1", xP); pNow.setAttribute("x2", xP);
+    pNowText.setAttribute("x", tenth(pright ? xP - 4 : xP + 4));
+    pNowText.setAttribute("text-anchor", pright ? "end" : "start");
+    pNowText.textContent = pl;
+    for (var q2 = 0; q2 < PD.names.length; q2++) {
+      var pn = PD.names[q2], pv = pval(side, "traffic", pn, tp);
+      if (pv) {
+        pMarks[pn].setAttribute("cx", xP); pMarks[pn].setAttribute("cy", ppy(pdom, pv));
+        pMarks[pn].setAttribute("visibility", "visible");
+      } else {
+        pMarks[pn].setAttribute("visibility", "hidden");
+      }
+    }
+    var tags = (back ? ["backward pass"] : []).concat(causal ? ["causal mask"] : []);
+    outP.textContent = pl;
+    outN.textContent = "N = " + commas(N);
+    outd.textContent = "d = " + d;
+    pWords.textContent = pwords(side, bound, tp, N, back);
+    pNumbers.textContent = pnumbers(side, bound, tp, N, d, tags);
+  }
+  function step(by, s) { return function () { s.value = String(+s.value + by); show(); }; }
+  function choose(bs, what) {
+    for (var b = 0; b < bs.length; b++)
+      (function (el) {
+        el.addEventListener("click", function () {
+          state[what] = el.getAttribute("data-value");
+          show();
+        });
+      })(bs[b]);
+  }
+  sP.addEventListener("input", show);
+  sN.addEventListener("input", show);
+  sd.addEventListener("input", show);
+  q("button.iop-less").addEventListener("click", step(-1, sP));
+  q("button.iop-more").addEventListener("click", step(1, sP));
+  choose(passB, "pass");
+  choose(maskB, "mask");
+  show();
+})();"""
+
+
+def _static_sizes(N, ds, Ns):
+    """The checked ``N``, ``ds`` and ``Ns`` of the static explorers (``Ns``: ``N / 4, N, 4 N``
+    up to :data:`N_MAX` by default)."""
+    N = explorer_size(N, "N", N_MAX)
+    ds = sorted({explorer_size(v, "ds", D_MAX) for v in as_counts(ds, "ds")})
+    Ns = sorted({explorer_size(v, "Ns", N_MAX) for v in as_counts(Ns, "Ns")} if Ns is not None
+                else {v for v in ((N // 4, N, 4 * N) if N >= 4 else (N,)) if v <= N_MAX})
+    if N not in Ns:
+        raise ValueError(f"N = {N} is not one of Ns = {Ns}")
+    return N, ds, Ns
+
+
+def _first_d(d, ds) -> int:
+    d = (64 if 64 in ds else ds[0]) if d is None else as_count(d, "d")
+    if d not in ds:
+        raise ValueError(f"d = {d} is not one of ds = {ds}")
+    return d
+
+
+_ROW = ('display:flex;gap:0.5em;align-items:center;flex-wrap:wrap;margin:0.25em 0;'
+        'font-family:sans-serif;font-size:0.95em')
+_NAME = 'style="display:inline-block;min-width:2.6em;font-weight:bold"'
+_RANGE = 'style="flex:1 1 12em;min-width:8em;max-width:28em;height:40px;margin:0"'
+
+
+def _slider(cls: str, label: str, count: int, value: int, shown: str, note: str = "",
+            steps: tuple = ()) -> str:
+    """One row of controls: a range input ``cls`` labelled ``label`` (``count`` positions),
+    optional "−" and "+" buttons (``steps``: their class prefix and what they say), its value
+    and a grey note."""
+    buttons = ""
+    if steps:
+        prefix, less, more = steps
+        buttons = (f'<button type="button" class="{prefix}-less" aria-label="{less}" '
+                   f'style="{_TOUCH}">−</button><button type="button" class="{prefix}-more" '
+                   f'aria-label="{more}" style="{_TOUCH}">+</button>')
+    note = f'<span style="color:#666">{html.escape(note)}</span>' if note else ""
+    return (f'<div style="{_ROW}"><label style="display:contents"><span {_NAME}>{label}</span>'
+            f'<input type="range" class="{cls}" min="0" max="{count - 1}" value="{value}" '
+            f'step="1" {_RANGE}></label>{buttons}<span class="{cls}value">'
+            f'{html.escape(shown)}</span>{note}</div>')
+
+
+def _pass_mask(prefix: str, backward: bool, causal: bool) -> str:
+    return (
+        f'<div style="{_ROW}" role="group" aria-label="pass"><span {_NAME}>pass</span>'
+        + _buttons(f"{prefix}-pass", ("forward", "backward"),
+                   "backward" if backward else "forward",
+                   {"forward": "the forward pass: O from Q, K, V",
+                    "backward": "the backward pass: dQ, dK, dV from Q, K, V, dO, O, L"})
+        + f'</div><div style="{_ROW}" role="group" aria-label="mask"><span {_NAME}>mask</span>'
+        + _buttons(f"{prefix}-mask", ("none", "causal"), "causal" if causal else "none",
+                   {"none": "dense attention: every query attends to every key",
+                    "causal": "causal attention: query i attends to keys j <= i"})
+        + '</div>')
+
+
+def _progress(done: int, total: int, what: str) -> None:
+    """One line on stderr per picture computed, rewritten in place (a notebook shows it while
+    the cell runs)."""
+    import sys
+
+    sys.stderr.write(f"\r{what}: {done} of {total} pictures computed")
+    if done == total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
 def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, Ns=None,
                     d: int | None = None, M: int | None = None, backward: bool = False,
-                    causal: bool = False, names=None, options=None, Ps=None,
-                    P: int | None = None, heads: int = PARALLEL_HEADS,
-                    workers: int = 1) -> str:
+                    causal: bool = False, names=None, options=None, workers: int = 1,
+                    progress: bool = False) -> str:
     """A self-contained HTML crossover explorer for a static page, forward and backward.
 
     An inline SVG log-log plot of exact I/O against ``M`` (decade ticks, one polyline per
@@ -1199,21 +1421,24 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, Ns=None,
     labelled line at ``M = d^2``, dotted green lines at the exact crossovers and a dashed,
     labelled one where FlashAttention becomes the cheapest for good (:func:`flash_from`),
     triangles on the top edge at the on-chip memory of real GPUs (:func:`ioattn.gpus.marks`),
-    a circle on each curve at the current ``M`` and a labelled line there); under it a legend
-    (HTML, so it wraps on a narrow screen) and the controls, one per row: a range input "M"
-    stepping through the cache sizes (shown as ``M = 2^k = ... entries = r d²``) with "−" and
-    "+" buttons, range inputs "N" and "d" switching between ``Ns`` and ``ds``, "pass" buttons
-    (forward, backward) and "mask" buttons (none: dense attention; causal:
-    :func:`ioattn.masks.causal`, the masked algorithms' exact I/O and the sparse lower bound);
-    and a readout: :func:`words` (the cheapest and exact ratios) and :func:`readout` (every
-    exact count). Under it, the panel "across P processors": at the same ``N``, ``d``, pass and
-    mask, the words the busiest processor moves in each algorithm of :mod:`ioattn.parallel`
-    (``H = heads`` heads) against ``P`` (log-log, :func:`across`), with the memory-independent
-    lower bound on the words it receives, a range input "P" (with "−" and "+") and the line and
-    circles at its ``P``, and a readout: :func:`parallel_words` (the algorithm that moves the
-    fewest words, its memory against the ring's, its ratio to the bound) and
-    :func:`parallel_readout`. Every control is at least 40 px high, for fingers. Both SVGs are
-    400 px wide at their natural size and scale down with the page.
+    a circle on each curve at the current ``M`` and a labelled line there). The M axis is the
+    same for every ``d`` (:func:`m_axis`: from the least to the largest cache size of any
+    ``d``, :func:`m_x`), so changing ``d`` moves ``M = d^2`` and the crossovers on the screen:
+    by :func:`octave_px` pixels for each factor 2 in ``M``, two octaves for each doubling of
+    ``d``.
+
+    Directly under the picture, the controls, one per row: a range input "M" stepping through
+    the cache sizes of the current ``d`` (shown as ``M = 2^k = ... entries = r d²``) with "−"
+    and "+" buttons, range inputs "N" and "d" switching between ``Ns`` and ``ds`` (a new ``d``
+    keeps ``M`` in entries: the nearest of its cache sizes), "pass" buttons (forward,
+    backward) and "mask" buttons (none: dense attention; causal: :func:`ioattn.masks.causal`,
+    the masked algorithms' exact I/O and the sparse lower bound); then the readout:
+    :func:`words` (the cheapest and exact ratios) and :func:`readout` (every exact count); then
+    the legend, folded in a ``<details>`` "Legend" (the script opens it on a screen at least
+    720 px wide), so that on a phone nothing comes between the picture and the sliders. Every
+    control is at least 40 px high, for fingers. The SVG is 400 px wide at its natural size
+    and scales down with the page. The panel across ``P`` processors is
+    :func:`static_parallel_explorer`.
 
     The exact totals of every ``N`` and ``d``, for both passes and both masks, are computed
     here by :func:`curves` and embedded as JSON in a ``<script type="application/json"
@@ -1224,16 +1449,13 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, Ns=None,
     access; every element sits under a ``div`` with a unique id, so several explorers can share
     a page.
 
-    The JSON object has ``Ns``, ``ds``, ``names`` and ``titles``; ``Ms`` and ``mlabels`` (per
-    ``d``, the cache sizes and their :func:`m_label`); and ``forward``, ``backward``,
-    ``causal`` and ``causal_backward`` (the keys of :data:`KINDS`), each a list per ``N`` of a
-    list per ``d`` of what :func:`curves` gives for that picture, reduced to ``totals``,
-    ``lower``, ``lower_any``, ``min_M`` and ``dom`` (log10 of the plotted M and I/O ranges,
-    the same for the four pictures of one ``N`` and ``d``); :func:`picture` reads one back.
-    ``par`` holds the panel: ``heads``, ``Ps``, ``names``, ``titles``, ``backward_names``
-    (:data:`ioattn.parallel.BACKWARD`), ``doms`` (the distinct y ranges) and ``nd`` (per ``N``,
-    per ``d``, :func:`_across_block`: the exact counts of :func:`ioattn.parallel.cost` and the
-    bounds, integers); :func:`parallel_picture` reads one back.
+    The JSON object has ``Ns``, ``ds``, ``names``, ``titles`` and ``axis`` (:func:`m_axis`);
+    ``Ms`` and ``mlabels`` (per ``d``, the cache sizes and their :func:`m_label`); and
+    ``forward``, ``backward``, ``causal`` and ``causal_backward`` (the keys of :data:`KINDS`),
+    each a list per ``N`` of a list per ``d`` of what :func:`curves` gives for that picture,
+    reduced to ``totals``, ``lower``, ``lower_any``, ``min_M`` and ``dom`` (log10 of the
+    plotted M and I/O ranges: the M range is ``axis`` everywhere, the I/O range the same for
+    the four pictures of one ``N`` and ``d``); :func:`picture` reads one back.
 
     Parameters
     ----------
@@ -1243,8 +1465,8 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, Ns=None,
         Head dimensions offered by the "d" slider, each from 1 to :data:`D_MAX` (256).
     Ms : list of int, optional
         Cache sizes (from 1 to :data:`M_MAX`), the same for every ``d``; by default
-        :func:`default_Ms` of each ``d`` up to ``STATIC_HI d^2`` (32 sizes from ``max(16,
-        d^2/16)`` to ``16 d^2``: FlashAttention takes over below ``2 d^2``, and the exact
+        :func:`static_Ms` of each ``d`` (four per octave from ``max(16, d^2/16)`` to
+        ``STATIC_HI d^2 = 4 d^2``: FlashAttention takes over below ``2 d^2``, and the exact
         crossovers cost every ``M`` of the range).
     Ns : sequence of int, optional
         Sequence lengths offered by the "N" slider (each at most :data:`N_MAX`); ``N / 4, N,
@@ -1259,19 +1481,15 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, Ns=None,
         Show the causal mask first (dense attention by default).
     names, options
         As for :func:`curves`.
-    Ps : sequence of int, optional
-        The processor counts of the panel; by default those of :data:`PARALLEL_PS` (1, 2, 4,
-        ..., 256) that every ``N`` can share (:func:`parallel_Ps`).
-    P : int, optional
-        The ``P`` shown first: 16 by default (if in ``Ps``, else the largest).
-    heads : int, optional
-        Heads ``H`` in the panel (:data:`PARALLEL_HEADS`, 16).
     workers : int, optional
         Processes that compute the pictures, one ``(N, d)`` at a time, the largest ``d`` (the
         dearest: the exact crossovers cost each ``M`` of the range) first. With 1, the
         default, everything is computed in this process; with more, the processes are
         started with ``spawn``, so a script must call this under ``if __name__ ==
         "__main__":``. Never more than the pictures to compute.
+    progress : bool, optional
+        Write a line on standard error after each ``(N, d)`` computed ("static explorer: 5 of
+        12 pictures computed"), for a notebook where the call takes several seconds.
 
     Returns
     -------
@@ -1285,19 +1503,13 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, Ns=None,
         a list of names, ``options`` that is not a dict of dicts.
     ValueError
         Before computing anything: for a size out of the ranges above, an unknown algorithm
-        (the closest known name suggested) or option, an ``N``, ``d`` or ``P`` not among
-        ``Ns``, ``ds`` or ``Ps``, a ``P`` above the least ``N``.
+        (the closest known name suggested) or option, an ``N`` or ``d`` not among ``Ns`` or
+        ``ds``.
     """
-    N = explorer_size(N, "N", N_MAX)
-    ds = sorted({explorer_size(v, "ds", D_MAX) for v in as_counts(ds, "ds")})
-    Ns = sorted({explorer_size(v, "Ns", N_MAX) for v in as_counts(Ns, "Ns")} if Ns is not None
-                else {v for v in ((N // 4, N, 4 * N) if N >= 4 else (N,)) if v <= N_MAX})
-    d = (64 if 64 in ds else ds[0]) if d is None else as_count(d, "d")
-    if d not in ds:
-        raise ValueError(f"d = {d} is not one of ds = {ds}")
-    if N not in Ns:
-        raise ValueError(f"N = {N} is not one of Ns = {Ns}")
+    N, ds, Ns = _static_sizes(N, ds, Ns)
+    d = _first_d(d, ds)
     backward, causal = as_flag(backward, "backward"), as_flag(causal, "causal")
+    progress = as_flag(progress, "progress")
     M = None if M is None else as_count(M, "M")
     if Ms is not None:
         Ms = sorted({explorer_size(v, "Ms", M_MAX) for v in as_counts(Ms, "Ms")})
@@ -1307,55 +1519,42 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, Ns=None,
             raise ValueError("names is empty: name at least one algorithm (None for the "
                              "default)")
     options = DEFAULT_OPTIONS if options is None else as_options(options)
-    heads, workers = as_count(heads, "heads"), as_count(workers, "workers")
+    workers = as_count(workers, "workers")
     i, j = Ns.index(N), ds.index(d)
-    Ps = parallel_Ps(min(Ns)) if Ps is None else sorted(set(as_counts(Ps, "Ps")))
-    if Ps[-1] > min(Ns):
-        raise ValueError(f"P = {Ps[-1]} is more than N = {min(Ns)}: every processor needs a row")
-    P = (16 if 16 in Ps else Ps[-1]) if P is None else as_count(P, "P")
-    if P not in Ps:
-        raise ValueError(f"P = {P} is not one of Ps = {Ps}")
-    tp = Ps.index(P)
+    by_d = [static_Ms(dd) if Ms is None else Ms for dd in ds]
+    axis = m_axis(by_d)
     full = {kind: [[None] * len(ds) for _ in Ns] for kind in KINDS.values()}
-    par_nd = [[None] * len(ds) for _ in Ns]
-    blocks = [(nn, dd, default_Ms(dd, hi_factor=STATIC_HI) if Ms is None else Ms, names, options,
-               Ps, heads) for nn in Ns for dd in ds]
+    blocks = [(nn, dd, by_d[b], names, options, axis) for nn in Ns for b, dd in enumerate(ds)]
     workers = min(workers, len(blocks))         # no more processes than pictures to compute
+    say = (lambda x: _progress(x, len(blocks), "static explorer")) if progress else \
+        (lambda x: None)
     if workers > 1:                     # the sweeps of each (N, d) in separate processes,
         ctx = multiprocessing.get_context("spawn")          # the largest d first
         first = sorted(range(len(blocks)), key=lambda x: -blocks[x][1])
+        got = {}
         with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-            got = dict(zip(first, pool.map(_four, [blocks[x] for x in first])))
+            for x, four in zip(first, pool.map(_four, [blocks[x] for x in first])):
+                got[x] = four
+                say(len(got))
         done = [got[x] for x in range(len(blocks))]
     else:
-        done = [_four(block) for block in blocks]
-    for (a, b), (four, block) in zip(itertools.product(range(len(Ns)), range(len(ds))), done):
+        done = []
+        for block in blocks:
+            done.append(_four(block))
+            say(len(done))
+    for (a, b), four in zip(itertools.product(range(len(Ns)), range(len(ds))), done):
         for kind, p in four.items():
             full[kind][a][b] = p
-        par_nd[a][b] = block
     first = full["forward"][0]
     c = full[KINDS[backward, causal]][i][j]
     names = c["names"]
     target = d * d if M is None else M
     k = min(range(len(c["Ms"])), key=lambda x: abs(math.log(c["Ms"][x] / target)))
-    data = {"Ns": Ns, "ds": ds, "names": names, "titles": c["titles"],
+    data = {"Ns": Ns, "ds": ds, "names": names, "titles": c["titles"], "axis": list(axis),
             "Ms": [p["Ms"] for p in first], "mlabels": [[m_label(v, p["d"]) for v in p["Ms"]]
                                                         for p in first]}
     for kind, rows in full.items():
         data[kind] = [[{key: p[key] for key in _KEPT} for p in row] for row in rows]
-    from .parallel import ALGORITHMS as PNAMES
-    from .parallel import BACKWARD as PBACK
-    from .parallel.table import TITLES as PTITLES
-
-    doms = []
-    for row in par_nd:
-        for block in row:
-            if block["dom"] not in doms:
-                doms.append(block["dom"])
-            block["dom"] = doms.index(block["dom"])
-    data["par"] = {"heads": heads, "Ps": Ps, "names": list(PNAMES),
-                   "titles": {n: PTITLES[n] for n in PNAMES}, "backward_names": list(PBACK),
-                   "doms": doms, "nd": par_nd}
     payload = _json_in_html(data)
     uid = f"ioattn-explorer-{hashlib.sha1(payload.encode()).hexdigest()[:10]}-{next(_ids)}"
     dom, bottom = c["dom"], _H - _B
@@ -1399,56 +1598,20 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, Ns=None,
         f'<text class="ioe-now-label" x="{nx}" y="{bottom - 7}" text-anchor="{nanchor}" '
         f'fill="#8a5d00" font-weight="bold" {_HALO}>{now_text}</text>'
         f'<text x="{(_L + _W - _R) / 2}" y="{_H - 4}" text-anchor="middle">'
-        'cache size M (entries)</text>'
+        'cache size M (entries, the same axis for every d)</text>'
         f'<text transform="translate(13 {(_T + bottom) / 2}) rotate(-90)" text-anchor="middle">'
         'I/O (entries read + written)</text></svg>'
     )
-    row = ('display:flex;gap:0.5em;align-items:center;flex-wrap:wrap;margin:0.25em 0;'
-           'font-family:sans-serif;font-size:0.95em')
-    name = 'style="display:inline-block;min-width:2.6em;font-weight:bold"'
-    rng = 'style="flex:1 1 12em;min-width:8em;max-width:28em;height:40px;margin:0"'
     controls = (
-        f'<div class="ioe-controls">'
-        f'<div style="{row}"><label style="display:contents"><span {name}>M</span>'
-        f'<input type="range" class="ioe-M" min="0" max="{len(c["Ms"]) - 1}" value="{k}" '
-        f'step="1" {rng}></label>'
-        f'<button type="button" class="ioe-less" aria-label="smaller M" style="{_TOUCH}">'
-        '−</button><button type="button" class="ioe-more" aria-label="larger M" '
-        f'style="{_TOUCH}">+</button>'
-        f'<span class="ioe-Mvalue">{html.escape(data["mlabels"][j][k])}</span></div>'
-        f'<div style="{row}"><label style="display:contents"><span {name}>N</span>'
-        f'<input type="range" class="ioe-N" min="0" max="{len(Ns) - 1}" value="{i}" step="1" '
-        f'{rng}></label><span class="ioe-Nvalue">N = {_commas(N)}</span>'
-        f'<span style="color:#666">({", ".join(map(_commas, Ns))})</span></div>'
-        f'<div style="{row}"><label style="display:contents"><span {name}>d</span>'
-        f'<input type="range" class="ioe-d" min="0" max="{len(ds) - 1}" value="{j}" step="1" '
-        f'{rng}></label><span class="ioe-dvalue">d = {d}</span>'
-        f'<span style="color:#666">({", ".join(map(str, ds))})</span></div>'
-        f'<div style="{row}" role="group" aria-label="pass"><span {name}>pass</span>'
-        + _buttons("ioe-pass", ("forward", "backward"), "backward" if backward else "forward",
-                   {"forward": "the forward pass: O from Q, K, V",
-                    "backward": "the backward pass: dQ, dK, dV from Q, K, V, dO, O, L"})
-        + f'</div><div style="{row}" role="group" aria-label="mask"><span {name}>mask</span>'
-        + _buttons("ioe-mask", ("none", "causal"), "causal" if causal else "none",
-                   {"none": "dense attention: every query attends to every key",
-                    "causal": "causal attention: query i attends to keys j <= i"})
-        + '</div></div>'
-    )
-    pc = parallel_picture(data, KINDS[backward, causal], i, j)
-    pdom = doms[par_nd[i][j]["dom"]]
-    pframes = "".join(_pframe(Ps, dm, x, dm == pdom) for x, dm in enumerate(doms))
-    pcontrols = (
-        f'<div style="{row}"><label style="display:contents"><span {name}>P</span>'
-        f'<input type="range" class="iop-P" min="0" max="{len(Ps) - 1}" value="{tp}" step="1" '
-        f'{rng}></label>'
-        f'<button type="button" class="iop-less" aria-label="fewer processors" '
-        f'style="{_TOUCH}">−</button><button type="button" class="iop-more" '
-        f'aria-label="more processors" style="{_TOUCH}">+</button>'
-        f'<span class="iop-Pvalue">P = {P}</span>'
-        f'<span style="color:#666">(H = {heads} heads)</span></div>')
-    panel = _panel_parts(pc, tp, pdom, pframes, uid, pcontrols)
+        '<div class="ioe-controls">'
+        + _slider("ioe-M", "M", len(c["Ms"]), k, data["mlabels"][j][k],
+                  steps=("ioe", "smaller M", "larger M"))
+        + _slider("ioe-N", "N", len(Ns), i, f"N = {_commas(N)}",
+                  f"({', '.join(map(_commas, Ns))})")
+        + _slider("ioe-d", "d", len(ds), j, f"d = {d}", f"({', '.join(map(str, ds))})")
+        + _pass_mask("ioe", backward, causal) + '</div>')
     script = _SCRIPT % dict(id=uid, W=_W, H=_H, L=_L, R=_R, T=_T, B=_B, CHAR=_CHAR,
-                            PW=_PW, PH=_PH, PL=_PL, PR=_PR, PT=_PT, PB=_PB)
+                            helpers=_HELPERS)
     style = (f'<style>#{uid} button[aria-pressed="true"]{{background:#1f5fbf;color:#fff;'
              'border-color:#1f5fbf}</style>')
     return (
@@ -1456,18 +1619,130 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, Ns=None,
         f'{style}'
         f'<div class="ioe-title" style="font-family:sans-serif;font-weight:bold;'
         f'margin:0.2em 0">{html.escape(title)}</div>'
-        f'{svg}'
-        '<div class="ioe-legend" style="font-family:sans-serif;font-size:0.85em;'
-        f'margin:0.3em 0 0.5em;line-height:1.4">{_legend(c, names, options)}</div>'
-        f'{controls}'
+        f'{svg}{controls}'
         '<div class="ioe-readout" aria-live="polite" style="margin-top:0.4em">'
         '<div class="ioe-words" style="font-family:sans-serif;font-size:1em;'
         f'font-weight:bold">{html.escape(words(c, k), quote=False)}</div>'
         '<div class="ioe-numbers" style="font-family:monospace;font-size:0.85em;'
         f'overflow-wrap:anywhere">{html.escape(readout(c, k), quote=False)}</div></div>'
-        '<div class="iop-panel" style="margin-top:1em;padding-top:0.5em;'
-        f'border-top:1px solid #ddd">{panel}</div>'
-        f'<script type="application/json" class="ioe-data">{payload}</script>'
+        + _details("ioe-legend", _legend(c, names, options))
+        + f'<script type="application/json" class="ioe-data">{payload}</script>'
         f'<script>{script}'
         '</script></div>'
     )
+
+
+def static_parallel_explorer(N: int = 4096, ds=(32, 64, 128, 256), *, Ns=None,
+                             d: int | None = None, Ps=None, P: int | None = None,
+                             heads: int = PARALLEL_HEADS, backward: bool = False,
+                             causal: bool = False) -> str:
+    """A self-contained HTML panel "across P processors" for a static page.
+
+    One attention with ``H = heads`` heads shared by ``P`` processors: an inline SVG log-log
+    plot of the words the busiest processor moves in each algorithm of :mod:`ioattn.parallel`
+    (ring, striped, all-to-all, the 2D grid) against ``P`` (:func:`across`, exact counts of
+    :func:`ioattn.parallel.cost`), with the memory-independent lower bound on the words it
+    receives dashed, and a line and a circle on each curve at the current ``P``. Directly
+    under it the controls: a range input "P" with "−" and "+" buttons, range inputs "N" and
+    "d" switching between ``Ns`` and ``ds``, "pass" buttons (forward, backward: only ring and
+    striped attention have a backward pass here) and "mask" buttons (none, causal: the words
+    moved are the same, the bound is the causal one). Then the readout,
+    :func:`parallel_words` (the algorithm that moves the fewest words, how many times as many
+    the ring moves, its memory against the ring's, its ratio to the bound) and
+    :func:`parallel_readout` (every count); then the legend folded in a ``<details>``.
+
+    The counts of every ``N``, ``d``, pass and mask are computed here and embedded as JSON
+    (``Ns``, ``ds`` and ``par``: ``heads``, ``Ps``, ``names``, ``titles``,
+    ``backward_names`` (:data:`ioattn.parallel.BACKWARD`), ``doms`` (the distinct y ranges)
+    and ``nd`` (per ``N``, per ``d``, the counts and the bounds, integers));
+    :func:`parallel_picture` reads one back; a small inline script redraws from them. No
+    kernel, no external asset, no network access; several panels can share a page.
+
+    Parameters
+    ----------
+    N : int
+        The sequence length shown first, from 1 to :data:`N_MAX`.
+    ds : sequence of int
+        Head dimensions of the "d" slider, each from 1 to :data:`D_MAX`.
+    Ns : sequence of int, optional
+        Sequence lengths of the "N" slider; ``N / 4, N, 4 N`` by default (those up to
+        :data:`N_MAX`).
+    d : int, optional
+        The ``d`` shown first (64 if in ``ds``, else the first).
+    Ps : sequence of int, optional
+        The processor counts; by default those of :data:`PARALLEL_PS` (1, 2, 4, ..., 256)
+        that every ``N`` can share (:func:`parallel_Ps`).
+    P : int, optional
+        The ``P`` shown first: 16 by default (if in ``Ps``, else the largest).
+    heads : int, optional
+        Heads ``H`` (:data:`PARALLEL_HEADS`, 16; all-to-all needs ``H >= P``).
+    backward, causal : bool, optional
+        Show the backward pass, the causal mask first.
+
+    Returns
+    -------
+    str
+        The HTML snippet (e.g. for ``IPython.display.HTML``).
+
+    Raises
+    ------
+    TypeError
+        For a count that is not an integer or a flag that is not a bool.
+    ValueError
+        Before computing anything: for a size out of range, an ``N``, ``d`` or ``P`` not among
+        ``Ns``, ``ds`` or ``Ps``, a ``P`` above the least ``N``.
+
+    Examples
+    --------
+    >>> page = static_parallel_explorer(1024, ds=(32,), Ns=(1024,), Ps=(1, 2, 4, 8, 16))
+    >>> 'class="iop-P"' in page and "the fewest words" in page
+    True
+    """
+    from .parallel import ALGORITHMS as PNAMES
+    from .parallel import BACKWARD as PBACK
+    from .parallel.table import TITLES as PTITLES
+
+    N, ds, Ns = _static_sizes(N, ds, Ns)
+    d = _first_d(d, ds)
+    backward, causal = as_flag(backward, "backward"), as_flag(causal, "causal")
+    heads = as_count(heads, "heads")
+    Ps = parallel_Ps(min(Ns)) if Ps is None else sorted(set(as_counts(Ps, "Ps")))
+    if Ps[-1] > min(Ns):
+        raise ValueError(f"P = {Ps[-1]} is more than N = {min(Ns)}: every processor needs a row")
+    P = (16 if 16 in Ps else Ps[-1]) if P is None else as_count(P, "P")
+    if P not in Ps:
+        raise ValueError(f"P = {P} is not one of Ps = {Ps}")
+    i, j, tp = Ns.index(N), ds.index(d), Ps.index(P)
+    nd = [[_across_block(nn, dd, Ps, heads) for dd in ds] for nn in Ns]
+    doms = []
+    for row in nd:
+        for block in row:
+            if block["dom"] not in doms:
+                doms.append(block["dom"])
+            block["dom"] = doms.index(block["dom"])
+    data = {"Ns": Ns, "ds": ds,
+            "par": {"heads": heads, "Ps": Ps, "names": list(PNAMES),
+                    "titles": {n: PTITLES[n] for n in PNAMES}, "backward_names": list(PBACK),
+                    "doms": doms, "nd": nd}}
+    payload = _json_in_html(data)
+    uid = f"ioattn-parallel-{hashlib.sha1(payload.encode()).hexdigest()[:10]}-{next(_ids)}"
+    pc = parallel_picture(data, KINDS[backward, causal], i, j)
+    pdom = doms[nd[i][j]["dom"]]
+    frames = "".join(_pframe(Ps, dm, x, dm == pdom) for x, dm in enumerate(doms))
+    controls = (
+        '<div class="iop-controls">'
+        + _slider("iop-P", "P", len(Ps), tp, f"P = {P}", f"(H = {heads} heads)",
+                  steps=("iop", "fewer processors", "more processors"))
+        + _slider("iop-N", "N", len(Ns), i, f"N = {_commas(N)}",
+                  f"({', '.join(map(_commas, Ns))})")
+        + _slider("iop-d", "d", len(ds), j, f"d = {d}", f"({', '.join(map(str, ds))})")
+        + _pass_mask("iop", backward, causal) + '</div>')
+    script = _PSCRIPT % dict(id=uid, PW=_PW, PH=_PH, PL=_PL, PR=_PR, PT=_PT, PB=_PB,
+                             CHAR=_CHAR, helpers=_HELPERS)
+    style = (f'<style>#{uid} button[aria-pressed="true"]{{background:#1f5fbf;color:#fff;'
+             'border-color:#1f5fbf}</style>')
+    return (f'<div class="ioattn-parallel iop-panel" id="{uid}" '
+            f'style="margin:0.5em 0 1em;max-width:100%">{style}'
+            + _panel_parts(pc, tp, pdom, frames, uid, controls)
+            + f'<script type="application/json" class="iop-data">{payload}</script>'
+            f'<script>{script}</script></div>')

@@ -6,14 +6,17 @@
   forward/backward toggle, a dense/causal mask toggle, a checkbox per algorithm, a readout
   naming the cheapest algorithm, and a "simulate" button that runs the algorithms (or their
   backward passes) through the memory model and checks the counts against
-  :func:`ioattn.io_cost`; under it, a "P" slider and the panel across ``P`` processors
-  (:func:`ioattn.explorer.parallel_panel`).
+  :func:`ioattn.io_cost`. Its M axis is the same for every ``d``.
+- :func:`parallel_explorer`: the panel across ``P`` processors
+  (:func:`ioattn.explorer.parallel_panel`) with sliders for ``P``, ``N`` and ``d`` and the
+  pass and mask toggles.
 - :func:`stepper`: a red-blue pebble game replayed move by move
   (:func:`ioattn.pebble.view.stepper`).
 
-Both need ipywidgets (the ``book`` extra); without it they raise an ``ImportError`` saying what
-to install. On a static page, :func:`ioattn.explorer.static_explorer` and
-:func:`ioattn.pebble.view.static_stepper` draw the same pictures with no kernel.
+All three need ipywidgets (the ``book`` extra); without it they raise an ``ImportError`` saying what
+to install. On a static page, :func:`ioattn.explorer.static_explorer`,
+:func:`ioattn.explorer.static_parallel_explorer` and :func:`ioattn.pebble.view.static_stepper`
+draw the same pictures with no kernel.
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ from .explorer import (
     OTHER_COLOUR,
     PARALLEL_HEADS,
     _causal_cost,
+    _details,
     _ids,
+    _legend,
     across,
     curves,
     explorer_size,
@@ -50,7 +55,7 @@ from .plotting import STYLE, TITLES
 from .plotting import label as plot_label
 from .sweep import as_options
 
-__all__ = ["DPI_MAX", "LOG2_M_MIN", "explorer", "stepper"]
+__all__ = ["DPI_MAX", "LOG2_M_MIN", "explorer", "parallel_explorer", "stepper"]
 
 #: The smallest ``log2 M`` of the explorer's slider (``M = 16``).
 LOG2_M_MIN = 4.0
@@ -73,6 +78,15 @@ def _log2_M(value, d: int) -> float:
                          f"{LOG2_M_MIN:g} to {_log2_M_max(d):g} (M from {2 ** LOG2_M_MIN:g} to "
                          f"64 d^2 = {64 * d * d:,})")
     return value
+
+
+def _beside(text, M: float, xlim, dy: float) -> None:
+    """Put the label ``text`` of the vertical line at ``M`` right of it, or left of it when
+    ``M`` is in the right half of the axis ``xlim`` (log scale), so that it stays inside the
+    axes (the static explorer's labels do the same)."""
+    right = math.log(M / xlim[0]) > 0.5 * math.log(xlim[1] / xlim[0])
+    text.set_horizontalalignment("right" if right else "left")
+    text.xyann = (-4 if right else 4, dy)
 
 
 def _P(value, Ps) -> int:
@@ -261,7 +275,7 @@ def _simulate(names, N, d, M, options, backward=False, seed=0, causal=False):
 
 def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None, *,
              backward: bool = False, causal: bool = False, options=None, N_sim_max: int = 256,
-             dpi: int = 80, P: int | None = None, heads: int = PARALLEL_HEADS):
+             dpi: int = 80):
     """The crossover explorer as an ipywidgets widget, for a notebook with a live kernel.
 
     Sliders for ``N`` (powers of two from 256 to 65536), ``d`` (powers of two from 16 to 256)
@@ -276,8 +290,8 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
     for the checked algorithms with the lower bounds (standard and any matrix multiplication),
     labelled lines at ``M = d^2``, at the ``M`` from which FlashAttention stays the cheapest
     (:func:`ioattn.explorer.flash_from`) and at the current ``M``, a marker on each curve
-    there, the names of real GPUs above their on-chip memory (:func:`ioattn.gpus.marks`) and
-    the legend under the axes; a readout: the sentence of :func:`ioattn.explorer.words` (the
+    there and the names of real GPUs above their on-chip memory (:func:`ioattn.gpus.marks`);
+    a readout: the sentence of :func:`ioattn.explorer.words` (the
     cheapest and the exact ratios, as the static explorer writes it) and each exact count.
     The curves come from :func:`curves` (cached per ``(N, d)``, pass and mask);
     moving ``M`` only moves the markers, and the figure is kept and its lines updated, never
@@ -286,13 +300,13 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
     labels need changes, to where the constrained layout puts them. The label at ``M`` is shown
     when ``M`` is in the plotted range.
 
-    Under it, a "P" slider (1, 2, 4, ..., 256 processors, those ``N`` can share) and the panel
-    "across P processors" of the static explorer (:func:`ioattn.explorer.parallel_panel`): at
-    the current ``N``, ``d``, pass and mask, the words the busiest processor moves in each
-    algorithm of :mod:`ioattn.parallel` with ``heads`` heads against ``P``, the lower bound,
-    and the sentence of :func:`ioattn.explorer.parallel_words` at the slider's ``P``. It is an
-    inline SVG redrawn only when ``N``, ``d``, the pass, the mask or ``P`` change (from
-    :func:`ioattn.explorer.across`, cached), not when ``M`` moves.
+    The M axis is the same for every ``d`` (from ``M = 16`` to ``64 D_MAX^2``, the slider's
+    ends over all ``d``), so changing ``d`` moves ``M = d^2`` and the line where FlashAttention
+    takes over on the screen, by a factor 4 in ``M`` for each doubling of ``d``; the ``M`` of
+    the slider stays the same number of entries. The picture comes first, the controls
+    directly under it (``log2 M`` first), then the readout and the legend, folded in a
+    ``<details>`` "Legend" (an ``HTML`` widget), so that on a phone nothing comes between the
+    picture and the sliders. The panel across ``P`` processors is :func:`parallel_explorer`.
 
     A "simulate" button runs :func:`ioattn.run` (:func:`ioattn.run_backward` for the backward
     pass) on random data at ``(N_sim, d, M)`` with ``N_sim = min(N, N_sim_max)`` (the simulation
@@ -321,27 +335,21 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
         The largest ``N`` the "simulate" button runs.
     dpi : int, optional
         Resolution of the picture, at most :data:`DPI_MAX`.
-    P : int, optional
-        The initial number of processors of the panel: 16 by default (or the largest the
-        least ``N`` of the slider can share).
-    heads : int, optional
-        Heads ``H`` in the panel (:data:`ioattn.explorer.PARALLEL_HEADS`, 16).
 
     Returns
     -------
     ipywidgets.VBox
         The widget, with extra attributes: ``update(N=None, d=None, log2_M=None, names=None,
-        backward=None, causal=None, P=None)`` (set any of them and redraw once; returns the
-        readout text),
+        backward=None, causal=None)`` (set any of them and redraw once; returns the readout
+        text),
         ``simulate()`` (what the button does; returns its report), ``controls`` (a dict of the
-        sliders, checkboxes and button, ``"pass"``, the forward/backward toggle, ``"mask"``,
-        the none/causal toggle, and ``"P"``),
-        ``readout``, ``sim_readout`` and ``panel`` (``HTML`` widgets; ``panel`` is the one
-        across ``P`` processors), ``image`` (the ``Image``),
+        sliders, checkboxes and button, ``"pass"``, the forward/backward toggle, and
+        ``"mask"``, the none/causal toggle),
+        ``readout``, ``sim_readout`` and ``legend`` (``HTML`` widgets), ``image`` (the
+        ``Image``), ``xlim`` (the M axis, the same for every ``d``),
         ``figure``, ``lines`` and ``markers`` (name -> matplotlib ``Line2D``; the lower bounds
         are ``lines["lower"]`` and ``lines["lower_any"]``) and ``state`` (the current ``N``,
-        ``d``, ``M``, ``backward``, ``causal``, totals, cheapest; ``P`` and ``across``, the
-        panel's data from :func:`ioattn.explorer.across`).
+        ``d``, ``M``, ``backward``, ``causal``, totals, cheapest).
 
     Raises
     ------
@@ -351,8 +359,8 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
     TypeError, ValueError
         Up front, for a count that is not an integer (``N="4096"``, ``N=4096.7``), a flag that
         is not a bool, a size or ``log2_M`` out of the ranges above (never clamped), an unknown
-        algorithm (the closest known name suggested) or option, a ``P`` not on the slider;
-        ``update`` checks its values the same way before it moves any control.
+        algorithm (the closest known name suggested) or option; ``update`` checks its values
+        the same way before it moves any control.
     """
     widgets = import_ipywidgets("ioattn.widgets.explorer", "ioattn.explorer.static_explorer")
     all_names = list(DEFAULT_NAMES)
@@ -362,7 +370,7 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
         _log2_M(log2_M, d)
     checked = set(all_names if names is None else as_names(names, "names", all_names))
     options = DEFAULT_OPTIONS if options is None else as_options(options)
-    N_sim_max, heads = as_count(N_sim_max, "N_sim_max"), as_count(heads, "heads")
+    N_sim_max = as_count(N_sim_max, "N_sim_max")
     dpi = as_count(dpi, "dpi")
     if dpi > DPI_MAX:
         raise ValueError(f"dpi must be at most {DPI_MAX}, got {dpi}")
@@ -376,16 +384,9 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
 
     Ns = sorted({1 << k for k in range(8, 17)} | {N})
     ds = sorted({1 << k for k in range(4, 9)} | {d})
-    Ps = parallel_Ps(Ns[0])
-    P = (16 if 16 in Ps else Ps[-1]) if P is None else _P(P, Ps)
+    # the M axis: the slider's ends over every d, the same for all of them
+    xlim = (2 ** LOG2_M_MIN / 1.2, 2 ** _log2_M_max(ds[-1]) * 1.2)
     cache: dict = {}
-    pcache: dict = {}
-    uid = f"ioattn-across-{next(_ids)}"
-
-    def across_for(n_, d_, b_, k_):
-        if (n_, d_, b_, k_) not in pcache:
-            pcache[(n_, d_, b_, k_)] = across(n_, d_, Ps, heads=heads, backward=b_, causal=k_)
-        return pcache[(n_, d_, b_, k_)]
 
     def data_for(n_, d_, b_=False, k_=False):
         if (n_, d_, b_, k_) not in cache:
@@ -418,11 +419,9 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
                                  indent=False) for n in all_names}
     button = widgets.Button(description="simulate", tooltip="run the checked algorithms on "
                             f"random data at N = min(N, {N_sim_max}) and compare with io_cost")
-    sP = widgets.SelectionSlider(options=Ps, value=P, description="P",
-                                 tooltip="processors of the panel across P processors")
     text = widgets.HTML()
     sim_text = widgets.HTML()
-    panel = widgets.HTML()
+    legend = widgets.HTML(_details("ioe-legend", _legend(None, all_names, options)))
     image = widgets.Image(format="png")
 
     fig = Figure(figsize=(7.5, 4.6), dpi=dpi, layout="constrained")
@@ -455,19 +454,10 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
     now_text = ax.annotate("", (1, 0), xycoords=("data", "axes fraction"), xytext=(4, 6),
                            textcoords="offset points", color="#8a5d00", weight="bold",
                            animated=True)
-    fig.legend(fontsize="small", loc="outside lower center", ncol=2, frameon=False)
+    ax.set_xlim(*xlim)
     layout = _FrozenLayout(fig, ax)
     state: dict = {}
     busy = [False]
-
-    def redraw_panel():
-        """The panel across P processors, when N, d, the pass, the mask or P changed."""
-        n_, d_, b_, k_ = sN.value, sd.value, sp.value == "backward", sk.value == "causal"
-        pkey = (n_, d_, b_, k_, sP.value)
-        if state.get("pkey") != pkey:
-            pc = across_for(n_, d_, b_, k_)
-            panel.value = parallel_panel(pc, Ps.index(sP.value), uid)
-            state.update(pkey=pkey, P=sP.value, across=pc)
 
     def redraw():
         n_, d_, b_, k_ = sN.value, sd.value, sp.value == "backward", sk.value == "causal"
@@ -501,9 +491,9 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
             d2_line.set_xdata([d_ * d_, d_ * d_])
             d2_text.xy = (d_ * d_, 1)
             d2_text.set_text(f"M = d² = {d_ * d_:,}")
+            _beside(d2_text, d_ * d_, xlim, -14)
             ys = [t for n in all_names for t in c["totals"][n] if t is not None]
             ys += [b for b in c["lower"] + c["lower_any"] if b is not None and b > 0]
-            ax.set_xlim(c["Ms"][0] / 1.2, c["Ms"][-1] * 1.2)
             fx = flash_from(c)
             flash_line.set_visible(fx is not None)
             flash_text.set_visible(fx is not None)
@@ -511,6 +501,7 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
                 flash_line.set_xdata([fx, fx])
                 flash_text.xy = (fx, 1)
                 flash_text.set_text(f"FlashAttention cheapest from M = {fx:,}")
+                _beside(flash_text, fx, xlim, -28)
             for t, (_, gM) in zip(gpu_texts, gpu_marks()):
                 t.set_visible(c["Ms"][0] <= gM <= c["Ms"][-1])
             ax.set_ylim(min(ys) / 1.5, max(ys) * 1.5)
@@ -552,7 +543,6 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
             f"{'</b>' if n == best else ''}</td><td style='text-align:right'>"
             + (f"{totals[n]:,}" if totals[n] is not None else "cannot run at this M")
             + "</td></tr>" for n in shown)
-        redraw_panel()                              # nothing when only M moves
         title = TITLES.get(best, best) if best else "none"
         said = words({"Ms": [M], "names": shown, "titles": TITLES,
                       "totals": {n: [totals[n]] for n in shown}, "lower": [lower],
@@ -567,10 +557,9 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
             f"<td style='text-align:right'>{lower:,}</td></tr></table></div>")
         return text.value
 
-    def update(N=None, d=None, log2_M=None, names=None, backward=None, causal=None, P=None):
+    def update(N=None, d=None, log2_M=None, names=None, backward=None, causal=None):
         """Set any of ``N``, ``d``, ``log2_M``, ``names`` (the checked algorithms), ``backward``
-        (the pass), ``causal`` (the mask), ``P`` (the panel's processors) and redraw once;
-        returns the readout HTML."""
+        (the pass), ``causal`` (the mask) and redraw once; returns the readout HTML."""
         # every value checked before any control moves: a bad one changes nothing
         causal = None if causal is None else as_flag(causal, "causal")
         backward = None if backward is None else as_flag(backward, "backward")
@@ -582,7 +571,6 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
             raise ValueError(f"d = {d} is not one of the explorer's d: {list(sd.options)}")
         log2_M = None if log2_M is None else _log2_M(log2_M, sd.value if d is None else d)
         names = None if names is None else set(as_names(names, "names", all_names))
-        P = None if P is None else _P(P, Ps)
         busy[0] = True
         try:
             if causal is not None:
@@ -599,17 +587,12 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
             if names is not None:
                 for n in all_names:
                     boxes[n].value = n in names
-            if P is not None:
-                sP.value = P
         finally:
             busy[0] = False
         return redraw()
 
     def on_change(change):
         if busy[0]:
-            return
-        if change["owner"] is sP:                   # only the panel depends on P
-            redraw_panel()
             return
         if change["owner"] is sd:
             busy[0] = True
@@ -645,17 +628,144 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
             "</b></div>")
         return sim_text.value
 
-    for w in (sN, sd, sM, sp, sk, sP, *boxes.values()):
+    for w in (sN, sd, sM, sp, sk, *boxes.values()):
         w.observe(on_change, names="value")
     button.on_click(simulate)
     redraw()
-    box = widgets.VBox([
-        widgets.HBox([sN, sd]), sM, widgets.HBox([sp, sk]), widgets.HBox(list(boxes.values())),
-        image, text, widgets.HBox([button]), sim_text, sP, panel,
+    box = widgets.VBox([                        # the picture, then its controls under it
+        image, sM, widgets.HBox([sN, sd]), widgets.HBox([sp, sk]),
+        widgets.HBox(list(boxes.values())), text, widgets.HBox([button]), sim_text, legend,
     ])
     box.update, box.simulate = update, simulate
     box.controls = {"N": sN, "d": sd, "log2_M": sM, "pass": sp, "mask": sk, "simulate": button,
-                    "P": sP, **boxes}
-    box.readout, box.sim_readout, box.image, box.panel = text, sim_text, image, panel
+                    **boxes}
+    box.readout, box.sim_readout, box.image, box.legend = text, sim_text, image, legend
+    box.xlim = xlim
     box.figure, box.lines, box.markers, box.state = fig, lines, markers, state
+    return box
+
+
+def parallel_explorer(N: int = 4096, d: int = 64, P: int | None = None, *,
+                      heads: int = PARALLEL_HEADS, backward: bool = False,
+                      causal: bool = False):
+    """The panel "across P processors" as an ipywidgets widget, for a notebook with a kernel.
+
+    One attention with ``H = heads`` heads shared by ``P`` processors: the words the busiest
+    processor moves in each algorithm of :mod:`ioattn.parallel` (ring, striped, all-to-all,
+    the 2D grid) against ``P`` (log-log), with the memory-independent lower bound on the words
+    it receives, a line and a circle on each curve at the slider's ``P``, and the sentence of
+    :func:`ioattn.explorer.parallel_words` with the numbers of
+    :func:`ioattn.explorer.parallel_readout` (:func:`ioattn.explorer.parallel_panel`, an
+    inline SVG, the same picture as :func:`ioattn.explorer.static_parallel_explorer`'s).
+    Directly under the picture: a "P" slider (1, 2, 4, ..., 256, those the least ``N`` of the
+    slider can share), sliders for ``N`` (powers of two from 256 to 65,536) and ``d`` (powers
+    of two from 16 to 256), and "pass" and "mask" toggles. The counts come from
+    :func:`ioattn.explorer.across` (cached per ``N``, ``d``, pass and mask).
+
+    Parameters
+    ----------
+    N, d : int
+        The initial sizes (``N`` up to :data:`ioattn.explorer.N_MAX`, ``d`` up to
+        :data:`ioattn.explorer.D_MAX`).
+    P : int, optional
+        The initial number of processors: 16 by default.
+    heads : int, optional
+        Heads ``H`` (:data:`ioattn.explorer.PARALLEL_HEADS`, 16; all-to-all needs ``H >= P``).
+    backward, causal : bool, optional
+        Start on the backward pass, with the causal mask.
+
+    Returns
+    -------
+    ipywidgets.VBox
+        The widget, with extra attributes: ``update(N=None, d=None, P=None, backward=None,
+        causal=None)`` (set any of them and redraw once; returns the panel's HTML),
+        ``controls`` (a dict: ``"P"``, ``"N"``, ``"d"``, ``"pass"``, ``"mask"``), ``panel``
+        (the ``HTML`` widget) and ``state`` (``N``, ``d``, ``P``, ``backward``, ``causal`` and
+        ``across``, the data of :func:`ioattn.explorer.across` drawn).
+
+    Raises
+    ------
+    ImportError
+        When ipywidgets is not installed.
+    TypeError, ValueError
+        Up front, for a count that is not an integer, a flag that is not a bool, a size out
+        of range or a ``P`` not on the slider; ``update`` checks its values the same way
+        before it moves any control.
+    """
+    widgets = import_ipywidgets("ioattn.widgets.parallel_explorer",
+                                "ioattn.explorer.static_parallel_explorer")
+    N, d = explorer_size(N, "N", N_MAX), explorer_size(d, "d", D_MAX)
+    backward, causal = as_flag(backward, "backward"), as_flag(causal, "causal")
+    heads = as_count(heads, "heads")
+    Ns = sorted({1 << k for k in range(8, 17)} | {N})
+    ds = sorted({1 << k for k in range(4, 9)} | {d})
+    Ps = parallel_Ps(Ns[0])
+    P = (16 if 16 in Ps else Ps[-1]) if P is None else _P(P, Ps)
+    uid = f"ioattn-across-{next(_ids)}"
+    cache: dict = {}
+    sP = widgets.SelectionSlider(options=Ps, value=P, description="P",
+                                 tooltip="processors sharing the attention")
+    sN = widgets.SelectionSlider(options=Ns, value=N, description="N",
+                                 continuous_update=False)
+    sd = widgets.SelectionSlider(options=ds, value=d, description="d",
+                                 continuous_update=False)
+    sp = widgets.ToggleButtons(options=["forward", "backward"],
+                               value="backward" if backward else "forward", description="pass")
+    sk = widgets.ToggleButtons(options=["none", "causal"], value="causal" if causal else "none",
+                               description="mask")
+    panel = widgets.HTML()
+    state: dict = {}
+    busy = [False]
+
+    def redraw():
+        n_, d_, b_, k_ = sN.value, sd.value, sp.value == "backward", sk.value == "causal"
+        if (n_, d_, b_, k_) not in cache:
+            cache[n_, d_, b_, k_] = across(n_, d_, Ps, heads=heads, backward=b_, causal=k_)
+        c = cache[n_, d_, b_, k_]
+        html_ = parallel_panel(c, Ps.index(sP.value), uid)
+        # the picture first, the controls (ipywidgets) under it: the readout and the folded
+        # legend follow the picture's SVG in the panel's HTML, so split it there
+        cut = html_.index('<div class="iop-readout"')
+        picture.value, panel.value = html_[:cut] + "</div>", f'<div>{html_[cut:]}'
+        state.update(N=n_, d=d_, P=sP.value, backward=b_, causal=k_, across=c)
+        return html_
+
+    picture = widgets.HTML()
+
+    def update(N=None, d=None, P=None, backward=None, causal=None):
+        """Set any of ``N``, ``d``, ``P``, ``backward`` (the pass), ``causal`` (the mask) and
+        redraw once; returns the panel's HTML."""
+        causal = None if causal is None else as_flag(causal, "causal")
+        backward = None if backward is None else as_flag(backward, "backward")
+        N = None if N is None else explorer_size(N, "N", N_MAX)
+        if N is not None and N not in sN.options:
+            raise ValueError(f"N = {N} is not one of the explorer's N: {list(sN.options)}")
+        d = None if d is None else explorer_size(d, "d", D_MAX)
+        if d is not None and d not in sd.options:
+            raise ValueError(f"d = {d} is not one of the explorer's d: {list(sd.options)}")
+        P = None if P is None else _P(P, Ps)
+        busy[0] = True
+        try:
+            for value, control, text in ((causal, sk, ("none", "causal")),
+                                         (backward, sp, ("forward", "backward"))):
+                if value is not None:
+                    control.value = text[value]
+            for value, control in ((N, sN), (d, sd), (P, sP)):
+                if value is not None:
+                    control.value = value
+        finally:
+            busy[0] = False
+        return redraw()
+
+    def on_change(change):
+        if not busy[0]:
+            redraw()
+
+    for w in (sP, sN, sd, sp, sk):
+        w.observe(on_change, names="value")
+    redraw()
+    box = widgets.VBox([picture, sP, widgets.HBox([sN, sd]), widgets.HBox([sp, sk]), panel])
+    box.update = update
+    box.controls = {"P": sP, "N": sN, "d": sd, "pass": sp, "mask": sk}
+    box.panel, box.picture, box.state = panel, picture, state
     return box

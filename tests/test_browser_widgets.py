@@ -42,7 +42,8 @@ def _too_wide(page, width: int) -> list[str]:
       const out = [];
       if (document.documentElement.scrollWidth > width)
         out.push('page ' + document.documentElement.scrollWidth);
-      for (const e of document.querySelectorAll('.ioattn-explorer *, .pebble-stepper *')) {
+      const all = '.ioattn-explorer *, .ioattn-parallel *, .pebble-stepper *';
+      for (const e of document.querySelectorAll(all)) {
         const r = e.getBoundingClientRect(), s = getComputedStyle(e);
         if (s.display === 'none' || r.width === 0) continue;
         let p = e.parentElement, scrolls = false;
@@ -81,12 +82,14 @@ def _check_words(words: str, numbers: str):
     counts = {k: int(v.replace(",", "")) for k, v in counts.items()}
     best = re.search(r"cheapest ([^.]+)\.", numbers)[1]
     M = re.search(r"M = ([\d,]+)", numbers)[1]
-    assert words.startswith(f"At M = {M}: {best} moves "), (words, numbers)
+    assert words.startswith(f"At M = {M}: {best} moves the fewest entries; "), (words, numbers)
     for name, t in counts.items():
         if name != best and t != counts[best]:
-            assert f"{ratio_text(t, counts[best])} less than {name}" in words, (words, numbers)
+            assert re.search(f"{name} (moves )?{re.escape(ratio_text(t, counts[best]))} as many",
+                             words), (words, numbers)
     lower = int(re.search(r"lower bound ([\d,]+)", numbers)[1].replace(",", ""))
-    assert f"that is {ratio_text(counts[best], lower)} the lower bound" in words
+    assert f"{best} moves {ratio_text(counts[best], lower)} as many as the lower bound" in words
+    assert "less" not in words
 
 
 def test_explorer_by_touch_on_a_phone(site, browser, shots):  # noqa: F811
@@ -162,20 +165,25 @@ def test_explorer_by_touch_on_a_phone(site, browser, shots):  # noqa: F811
         visit.close()
 
 
-def test_explorer_across_P_on_a_phone(site, browser, shots):  # noqa: F811
-    """The panel "across P processors": its P slider and − and + buttons, tapped, turn its
-    sentence to what Python writes from the same data (:func:`ioattn.explorer.parallel_words`)
-    at the new P; the pass buttons change it too; nothing gets wider than the phone."""
-    visit = Phone(browser, site + "book/crossover.html")
+def test_parallel_explorer_on_a_phone(browser, explorer_url):  # noqa: F811
+    """The panel "across P processors" (:func:`ioattn.explorer.static_parallel_explorer`, on a
+    page of its own): its P slider and − and + buttons, tapped, turn its sentence to what
+    Python writes from the same data (:func:`ioattn.explorer.parallel_words`) at the new P;
+    its own pass and mask buttons change it too; its P slider comes directly under the
+    picture; nothing gets wider than the phone."""
+    visit = Phone(browser, explorer_url.replace("explorer.html", "parallel.html"))
     page = visit.page
     try:
-        ex = page.locator(".ioattn-explorer").first
-        panel = ex.locator(".iop-panel")
+        ex = panel = page.locator(".ioattn-parallel").first
         panel.scroll_into_view_if_needed()
-        data = json.loads(ex.locator("script.ioe-data").text_content())
+        data = json.loads(ex.locator("script.iop-data").text_content())
         Ps = data["par"]["Ps"]
-        i, j = int(ex.locator("input.ioe-N").input_value()), int(
-            ex.locator("input.ioe-d").input_value())
+        i, j = int(ex.locator("input.iop-N").input_value()), int(
+            ex.locator("input.iop-d").input_value())
+        picture = ex.locator("svg").first.bounding_box()
+        gap = ex.locator("input.iop-P").bounding_box()["y"] - picture["y"] - picture["height"]
+        assert 0 <= gap < 24, f"{gap} px between the picture and the P slider"
+        assert not ex.locator("details.iop-legend").evaluate("e => e.open")
         sP, said = panel.locator("input.iop-P"), panel.locator(".iop-words")
 
         def expect(kind: str):
@@ -201,15 +209,14 @@ def test_explorer_across_P_on_a_phone(site, browser, shots):  # noqa: F811
         assert panel.locator("circle.iop-marker[visibility=visible]").count() == 3   # not H < P
         panel.locator("button.iop-less").tap()
         assert expect("forward") == len(Ps) - 2
-        ex.locator("button.ioe-pass[data-value=backward]").tap()
+        ex.locator("button.iop-pass[data-value=backward]").tap()
         expect("backward")
         assert "have no backward pass here" in said.inner_text()
         assert panel.locator(".iop-title").inner_text().startswith(
             "Across P processors: the attention backward pass, H = 16")
-        ex.locator("button.ioe-mask[data-value=causal]").tap()
+        ex.locator("button.iop-mask[data-value=causal]").tap()
         expect("causal_backward")
         assert not _too_wide(page, PHONE["width"]), _too_wide(page, PHONE["width"])
-        panel.screenshot(path=str(shots / "explorer-across-P-phone.png"))
         assert not visit.errors, visit.errors
     finally:
         visit.close()
@@ -276,6 +283,115 @@ def test_wide_screen_draws_the_wide_graph(site, browser, shots):  # noqa: F811
         assert st.locator("svg[data-layout=wide]").is_visible()
         assert not st.locator("svg[data-layout=upright]").is_visible()
         assert st.locator("svg[data-layout=wide] path[marker-end]").count() > 0
+        assert not visit.errors, visit.errors
+    finally:
+        visit.close()
+
+
+# ------------------------------------------------- the crossover moves with d (a small page)
+@pytest.fixture(scope="module")
+def explorer_url(tmp_path_factory):
+    """The book's explorer at one N (N = 4096; d = 32, 64, 128, 256) on a page of its own,
+    served from localhost: what the crossover chapter embeds, without building the book."""
+    import functools
+    import threading
+    from http.server import ThreadingHTTPServer
+
+    from ioattn.explorer import static_explorer, static_parallel_explorer
+
+    from .test_browser import _Quiet
+
+    folder = tmp_path_factory.mktemp("explorer")
+    (folder / "explorer.html").write_text(
+        '<!DOCTYPE html><html><head><meta charset="utf-8"><meta name="viewport" '
+        'content="width=device-width, initial-scale=1"><title>explorer</title></head><body '
+        'style="margin:0 16px;font-family:sans-serif">'
+        + static_explorer(4096, ds=(32, 64, 128, 256), Ns=(4096,)) + "</body></html>",
+        encoding="utf-8")
+    (folder / "parallel.html").write_text(
+        '<!DOCTYPE html><html><head><meta charset="utf-8"><meta name="viewport" '
+        'content="width=device-width, initial-scale=1"><title>parallel</title></head><body '
+        'style="margin:0 16px;font-family:sans-serif">'
+        + static_parallel_explorer(4096, ds=(32, 64, 128, 256)) + "</body></html>",
+        encoding="utf-8")
+    server = ThreadingHTTPServer(("127.0.0.1", 0),
+                                 functools.partial(_Quiet, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/explorer.html"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _line_x(ex, selector: str) -> float:
+    """The on-screen x (CSS px) of the shown vertical line ``selector`` of the explorer."""
+    x = ex.evaluate("""(root, sel) => {
+      const shown = Array.from(root.querySelectorAll(sel)).filter(e => {
+        for (let p = e; p && p !== root; p = p.parentElement)
+          if (p.getAttribute && p.getAttribute('display') === 'none') return false;
+        return true; });
+      if (shown.length !== 1) return null;
+      const r = shown[0].getBoundingClientRect();
+      return r.left + r.width / 2; }""", selector)
+    assert x is not None, f"not exactly one {selector} shown"
+    return x
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_explorer_crossover_moves_with_d(browser, explorer_url, width):  # noqa: F811
+    """On the absolute M axis, from d = 32 to d = 256 the line M = d² moves by 6 octaves (a
+    factor 64 in M) on the screen and the "FlashAttention cheapest from" line by the octaves
+    of its exact factor (about 64), within a pixel, at 390 and 1280 px; and the M slider's row
+    comes directly under the picture, with no legend between (folded on the phone)."""
+    import math
+
+    from ioattn.explorer import curves, flash_from, m_axis, octave_px, static_Ms
+
+    options = dict(width=width, height=900)
+    if width < 1024:
+        options.update(is_mobile=True, device_scale_factor=2)
+    visit = Visit(browser, explorer_url, **options)
+    page = visit.page
+    try:
+        ex = page.locator(".ioattn-explorer").first
+        svg = ex.locator("svg").first
+        box = svg.bounding_box()
+        scale = box["width"] / float(svg.get_attribute("width"))
+        ds = (32, 64, 128, 256)
+        axis = m_axis([static_Ms(d) for d in ds])
+        per = octave_px(axis) * scale                      # screen px per octave of M
+        sd = ex.locator("input.ioe-d")
+        d2, flash, said = {}, {}, {}
+        for j, d in enumerate(ds):
+            sd.evaluate("(s, v) => { s.value = String(v); "
+                        "s.dispatchEvent(new Event('input')); }", j)
+            assert ex.locator(".ioe-dvalue").inner_text() == f"d = {d}"
+            d2[d] = _line_x(ex, "line.ioe-d2")
+            flash[d] = _line_x(ex, "line.ioe-flash")
+            said[d] = flash_from(curves(4096, d, static_Ms(d)))
+            label = ex.locator("g.ioe-cross:not([display=none]) text").text_content()
+            assert f"from M = {said[d]:,}" in label
+        print(f"\n{width} px: {per:.2f} px per octave; M = d² at",
+              {d: round(x - box["x"], 1) for d, x in d2.items()},
+              "; FlashAttention cheapest from at", {d: round(x - box["x"], 1)
+                                                    for d, x in flash.items()},
+              "(px from the SVG's left edge)")
+        assert d2[256] - d2[32] == pytest.approx(6 * per, abs=1.0)     # log2(64) octaves
+        for a, b in zip(ds, ds[1:]):
+            assert d2[b] - d2[a] == pytest.approx(2 * per, abs=1.0)
+            assert flash[b] > flash[a]
+        factor = said[256] / said[32]
+        assert flash[256] - flash[32] == pytest.approx(per * math.log2(factor), abs=1.0)
+        assert 5 * per < flash[256] - flash[32] < 7 * per          # about the factor 64
+        # the controls directly under the picture; the legend after the readout
+        row = ex.locator("input.ioe-M").bounding_box()
+        gap = row["y"] - (box["y"] + box["height"])
+        assert 0 <= gap < 24, f"{gap} px between the picture and the M slider"
+        legend = ex.locator("details.ioe-legend")
+        assert legend.bounding_box()["y"] > ex.locator(".ioe-readout").bounding_box()["y"]
+        assert legend.evaluate("e => e.open") == (width >= 720)
         assert not visit.errors, visit.errors
     finally:
         visit.close()

@@ -29,7 +29,10 @@ from ioattn.explorer import (
     curves,
     default_Ms,
     flash_from,
+    m_axis,
     m_label,
+    m_x,
+    octave_px,
     parallel_picture,
     parallel_Ps,
     parallel_readout,
@@ -40,10 +43,12 @@ from ioattn.explorer import (
     ratio_text,
     readout,
     static_explorer,
+    static_Ms,
+    static_parallel_explorer,
     words,
 )
 from ioattn.sweep import sweep
-from ioattn.widgets import explorer
+from ioattn.widgets import explorer, parallel_explorer
 
 NAMES = sorted(REGISTRY)
 
@@ -101,8 +106,8 @@ def test_backward_curves_equal_sweep_and_io_cost():
     assert json.loads(json.dumps(c)) == c
 
 
-def _embedded(page: str) -> dict:
-    found = re.findall(r'<script type="application/json" class="ioe-data">(.*?)</script>',
+def _embedded(page: str, cls: str = "ioe-data") -> dict:
+    found = re.findall(rf'<script type="application/json" class="{cls}">(.*?)</script>',
                        page, re.S)
     assert len(found) == 1
     return json.loads(found[0])
@@ -118,8 +123,14 @@ def page():
     return static_explorer(1024, ds=DS, Ns=NS, workers=1)
 
 
+@pytest.fixture(scope="module")
+def ppage():
+    """The static panel across P processors, for the same N and d."""
+    return static_parallel_explorer(1024, ds=DS, Ns=NS)
+
+
 def test_static_explorer_html(page):
-    assert re.search(r'>M</span><input type="range" class="ioe-M" min="0" max="31"', page)
+    assert re.search(r'>M</span><input type="range" class="ioe-M" min="0" max="24"', page)
     assert re.search(r'>N</span><input type="range" class="ioe-N" min="0" max="1" value="1"', page)
     assert re.search(r'>d</span><input type="range" class="ioe-d" min="0" max="1" value="1"', page)
     assert re.search(r'class="ioe-pass" data-value="forward" aria-pressed="true"', page)
@@ -127,7 +138,7 @@ def test_static_explorer_html(page):
     assert re.search(r'class="ioe-mask" data-value="none" aria-pressed="true"', page)
     assert 'class="ioe-less"' in page and 'class="ioe-more"' in page
     assert "http://" not in page and "https://" not in page and " src=" not in page
-    assert len(page.encode()) < 96 * 1024
+    assert len(page.encode()) < 64 * 1024
     assert page.count('class="ioe-curve"') == 3 and page.count('class="ioe-marker"') == 3
     assert page.count('class="ioe-lower"') == 1 and 'stroke-dasharray="5 3"' in page
     assert page.count('class="ioe-frame"') == 4 and "d² = 4,096" in page
@@ -152,24 +163,19 @@ def test_static_explorer_html(page):
     assert data["mlabels"] == [[m_label(M, d) for M in Ms] for Ms, d in zip(data["Ms"], DS)]
     # the readout of the initial point (N = 1024, d = 64, M nearest d^2) is in the HTML
     c = picture(data, "forward", 1, 1)
-    k = int(re.search(r'class="ioe-M" min="0" max="31" value="(\d+)"', page)[1])
+    k = int(re.search(r'class="ioe-M" min="0" max="24" value="(\d+)"', page)[1])
     assert c["Ms"][k] == min(c["Ms"], key=lambda M: abs(math.log(M / 4096)))
     unescaped = page.replace("&gt;", ">")
     assert readout(c, k) in unescaped and words(c, k) in unescaped
     assert m_label(c["Ms"][k], 64) in page
-    # the panel across P processors, at P = 16 (H = 16) first
-    assert re.search(r'>P</span><input type="range" class="iop-P" min="0" max="8" value="4"',
-                     page)
-    assert 'class="iop-less"' in page and 'class="iop-more"' in page
-    assert page.count('class="iop-curve"') == 4 and page.count('class="iop-marker"') == 4
-    assert page.count('class="iop-bound"') == 1
-    assert data["par"]["Ps"] == list(PARALLEL_PS) and data["par"]["heads"] == 16
-    pc = parallel_picture(data, "forward", 1, 1)
-    assert parallel_words(pc, 4) in unescaped and parallel_readout(pc, 4) in unescaped
-    assert f">{parallel_title(1024, 64)}</div>" in page
-    assert page.count('class="iop-frame"') == len(data["par"]["doms"])
-    assert page.count('class="iop-frame" data-k') - page.count(
-        'class="iop-frame" data-k="0" display="none"') >= 1
+    # one M axis for both d; the controls directly under the picture, the legend folded last
+    assert data["axis"] == [static_Ms(32)[0], static_Ms(64)[-1]] == [64, 16384]
+    assert all(data[kind][i][j]["dom"][:2] == [math.log10(64), math.log10(16384)]
+               for kind in KINDS.values() for i in range(2) for j in range(2))
+    assert page.index("</svg>") < page.index('<div class="ioe-controls">') < \
+        page.index('class="ioe-readout"') < page.index('<details class="ioe-legend"')
+    assert "<summary" in page and "Legend</summary>" in page
+    assert "iop-" not in page and "across P" not in page      # the panel is its own piece
 
 
 @pytest.mark.parametrize("i, j", [(0, 0), (1, 1), (0, 1)])
@@ -182,7 +188,7 @@ def test_static_explorer_totals_are_exact(page, i, j, kind):
     c = picture(data, kind, i, j)
     N, d, backward, masked = c["N"], c["d"], c["backward"], c["causal"]
     mask = causal(N) if masked else None
-    for k in (0, 9, 20, 31):
+    for k in (0, 9, 20, 24):
         M = c["Ms"][k]
         for name in NAMES:
             t = c["totals"][name][k]
@@ -197,9 +203,8 @@ def test_static_explorers_are_unique():
     a, b = static_explorer(256, ds=(16,), Ns=(256,)), static_explorer(256, ds=(16,), Ns=(256,))
     ids = re.findall(r'<div class="ioattn-explorer" id="([^"]+)"', a + b)
     assert len(ids) == 2 and ids[0] != ids[1]
-    # the div, its style, its script, and the clip path of the panel across P (and its use)
-    assert a.count(ids[0]) == 5 and ids[0] not in b
-    assert f'<clipPath id="{ids[0]}-pclip">' in a and f'clip-path="url(#{ids[0]}-pclip)"' in a
+    # the div, its style and its script
+    assert a.count(ids[0]) == 3 and ids[0] not in b
     with pytest.raises(ValueError, match="not one of"):
         static_explorer(256, ds=(16, 32), d=64)
     with pytest.raises(ValueError, match="N = 512 is not one of"):
@@ -242,21 +247,27 @@ def test_words_are_exact_ratios_of_exact_counts():
         ranked = sorted((t, n) for n, t in cost.items())
         (tb, best), rest = ranked[0], ranked[1:]
         text = words(c, k)
-        assert text.startswith(f"At M = {M:,}: {T[best]} moves ")
-        for t, n in rest:
-            assert f"{ratio_text(t, tb)} less than {T[n]}" in text
-        assert f"that is {ratio_text(tb, c['lower'][k])} the lower bound" in text
+        assert text.startswith(f"At M = {M:,}: {T[best]} moves the fewest entries; ")
+        for i, (t, n) in enumerate(rest):
+            said = f"{T[n]} moves {ratio_text(t, tb)} as many entries as {T[best]}" if i == 0 \
+                else f" and {T[n]} {ratio_text(t, tb)} as many;"
+            assert said in text
+        assert f"; {T[best]} moves {ratio_text(tb, c['lower'][k])} as many as the lower " \
+            "bound" in text
+        assert "less" not in text
         if "flash" not in cost:
             assert text.endswith("; FlashAttention cannot run (it needs M ≥ 260).")
         assert "_" not in text                            # prose names, not code names
-    assert words(c, 3).startswith("At M = 4,096: FlashAttention moves 1.")
+    assert words(c, 3).startswith("At M = 4,096: FlashAttention moves the fewest entries; "
+                                  "square tiling moves 1.")
     # only one runs, none runs, and a tie
     one = {"Ms": [10], "names": ["a", "b"], "titles": {"a": "A", "b": "B"},
            "totals": {"a": [50], "b": [None]}, "min_M": {"a": 1, "b": 20}, "lower": [25]}
-    assert words(one, 0) == ("At M = 10: only A can run; it moves 50 entries; that is 2.00× "
-                             "the lower bound; B cannot run (it needs M ≥ 20).")
+    assert words(one, 0) == ("At M = 10: only A can run; it moves 50 entries; A moves 2.00× as "
+                             "many as the lower bound; B cannot run (it needs M ≥ 20).")
     one["totals"]["b"] = [50]
-    assert words(one, 0).startswith("At M = 10: A moves as much as B;")
+    assert words(one, 0) == ("At M = 10: A moves the fewest entries; B moves as many entries "
+                             "as A; A moves 2.00× as many as the lower bound.")
     one["totals"] = {"a": [None], "b": [None]}
     assert words(one, 0).startswith("At M = 10: no algorithm can run; A cannot run")
 
@@ -325,11 +336,7 @@ const passB = all(/class="ioe-pass" data-value="(\w+)" aria-pressed="(\w+)"/g,
                   ["data-value", "aria-pressed"]);
 const maskB = all(/class="ioe-mask" data-value="(\w+)" aria-pressed="(\w+)"/g,
                   ["data-value", "aria-pressed"]);
-const pcurves = all(/class="iop-curve" data-name="([^"]+)"/g, ["data-name"]);
-const pmarkers = all(/class="iop-marker" data-name="([^"]+)"/g, ["data-name"]);
-const pframes = all(/class="iop-frame" data-k="(\d+)"/g, ["data-k"]);
-const sM = element(), sd = element(), sN = element(), sP = element();
-sP.value = page.match(/class="iop-P" min="0" max="\d+" value="(\d+)"/)[1];
+const sM = element(), sd = element(), sN = element();
 sM.value = page.match(/class="ioe-M" min="0" max="\d+" value="(\d+)"/)[1];
 sd.value = page.match(/class="ioe-d" min="0" max="\d+" value="(\d+)"/)[1];
 sN.value = page.match(/class="ioe-N" min="0" max="\d+" value="(\d+)"/)[1];
@@ -338,13 +345,9 @@ const one = {"script.ioe-data": {textContent: json}, "input.ioe-M": sM, "input.i
   ".ioe-Nvalue": element(), ".ioe-words": element(), ".ioe-numbers": element(),
   "line.ioe-now": element(), "text.ioe-now-label": element(), ".ioe-title": element(),
   "polyline.ioe-lower": element(), "polyline.ioe-lower-any": element(),
-  "button.ioe-less": element(), "button.ioe-more": element(),
-  "input.iop-P": sP, ".iop-Pvalue": element(), ".iop-title": element(), ".iop-words": element(),
-  ".iop-numbers": element(), "polyline.iop-bound": element(), "line.iop-now": element(),
-  "text.iop-now-label": element(), "button.iop-less": element(), "button.iop-more": element()};
+  "button.ioe-less": element(), "button.ioe-more": element()};
 const many = {"g.ioe-frame": frames, "g.ioe-cross": cross, "polyline.ioe-curve": curves,
-  "circle.ioe-marker": markers, "button.ioe-pass": passB, "button.ioe-mask": maskB,
-  "g.iop-frame": pframes, "polyline.iop-curve": pcurves, "circle.iop-marker": pmarkers};
+  "circle.ioe-marker": markers, "button.ioe-pass": passB, "button.ioe-mask": maskB};
 const root = {querySelector: s => one[s], querySelectorAll: s => many[s]};
 global.document = {getElementById: x => (x === id ? root : null)};
 eval(code);
@@ -352,10 +355,8 @@ const seen = [];
 function pressed(bs) { return bs.filter(b => b.attrs["aria-pressed"] === "true")
                                 .map(b => b.attrs["data-value"]); }
 function snap() {
-  const m = {}, c = {}, pm = {}, pc = {};
+  const m = {}, c = {};
   markers.forEach(e => { m[e.attrs["data-name"]] = Object.assign({}, e.attrs); });
-  pmarkers.forEach(e => { pm[e.attrs["data-name"]] = Object.assign({}, e.attrs); });
-  pcurves.forEach(e => { pc[e.attrs["data-name"]] = e.attrs.points; });
   curves.forEach(e => { c[e.attrs["data-name"]] = e.attrs.points; });
   const nl = one["text.ioe-now-label"];
   seen.push({i: +sN.value, j: +sd.value, k: +sM.value, pass: pressed(passB), mask: pressed(maskB),
@@ -369,14 +370,7 @@ function snap() {
     lower_any: one["polyline.ioe-lower-any"].attrs.points,
     frames: frames.map(f => [+f.attrs["data-n"], +f.attrs["data-d"], f.attrs.display]),
     cross: cross.map(f => [+f.attrs["data-n"], +f.attrs["data-d"], f.attrs["data-pass"],
-                           f.attrs["data-mask"], f.attrs.display]),
-    t: +sP.value, pwords: one[".iop-words"].textContent,
-    pnumbers: one[".iop-numbers"].textContent, ptitle: one[".iop-title"].textContent,
-    P: one[".iop-Pvalue"].textContent, pnow: one["line.iop-now"].attrs.x1,
-    pnowLabel: [one["text.iop-now-label"].textContent, one["text.iop-now-label"].attrs.x,
-                one["text.iop-now-label"].attrs["text-anchor"]],
-    pbound: one["polyline.iop-bound"].attrs.points, pmarkers: pm, pcurves: pc,
-    pframes: pframes.map(f => [+f.attrs["data-k"], f.attrs.display])});
+                           f.attrs["data-mask"], f.attrs.display])});
 }
 snap();                                                // the initial show()
 const steps = JSON.parse(process.argv[1]);
@@ -385,10 +379,8 @@ for (const [which, v] of steps) {
     (which === "pass" ? passB : maskB).find(b => b.attrs["data-value"] === v).listeners.click();
   } else if (which === "less" || which === "more") {
     one["button.ioe-" + which].listeners.click();
-  } else if (which === "Pless" || which === "Pmore") {
-    one["button.iop-" + which.slice(1)].listeners.click();
   } else {
-    const s = {M: sM, d: sd, N: sN, P: sP}[which];
+    const s = {M: sM, d: sd, N: sN}[which];
     s.value = String(v); s.listeners.input();
   }
   snap();
@@ -428,12 +420,14 @@ def _check_shot(data, shot):
         assert mark["visibility"] == ("visible" if t is not None else "hidden")
         if t is not None:
             assert (float(mark["cx"]), float(mark["cy"])) == _px(c["dom"], c["Ms"][k], t)
-    _check_panel(data, shot, kind)
 
 
 def _check_panel(data, shot, kind):
     """The panel across P processors after a step: Python's sentence, numbers and geometry."""
     pc = parallel_picture(data, kind, shot["i"], shot["j"])
+    assert shot["pass"] == ["backward" if pc["backward"] else "forward"]
+    assert shot["mask"] == ["causal" if pc["causal"] else "none"]
+    assert (shot["N"], shot["d"]) == (f"N = {pc['N']:,}", f"d = {pc['d']}")
     t, Ps = shot["t"], pc["Ps"]
     dom = data["par"]["doms"][data["par"]["nd"][shot["i"]][shot["j"]]["dom"]]
     assert shot["pwords"] == parallel_words(pc, t)
@@ -468,18 +462,20 @@ def test_static_explorer_script_runs(page):
     :func:`readout`; the M slider from smallest to largest turns the cheapest from square tiling
     into FlashAttention; the N and d sliders and the − and + buttons do what they say."""
     data = _embedded(page)
-    steps = [["M", 0], ["M", 31], ["d", 0], ["M", 0], ["M", 99], ["N", 0], ["less"], ["less"],
-             ["more"], ["N", 1], ["d", 1]] + [["M", k] for k in range(32)]
+    steps = [["M", 0], ["M", 24], ["d", 0], ["M", 0], ["M", 99], ["N", 0], ["less"], ["less"],
+             ["more"], ["N", 1], ["d", 1]] + [["M", k] for k in range(25)]
+    steps += [["M", 8], ["d", 0], ["d", 1]]             # M = 1,024 at d = 64, then d = 32, 64
     seen = _run_node(page, steps)
-    start = int(re.search(r'class="ioe-M" min="0" max="31" value="(\d+)"', page)[1])
+    start = int(re.search(r'class="ioe-M" min="0" max="24" value="(\d+)"', page)[1])
     assert (seen[0]["i"], seen[0]["j"], seen[0]["k"]) == (1, 1, start)
     for shot in seen:
         _check_shot(data, shot)
     small, large = seen[1], seen[2]
-    assert (small["k"], large["k"]) == (0, 31)
+    assert (small["k"], large["k"]) == (0, 24)
     assert "cheapest square tiling." in small["numbers"]
     assert "cheapest FlashAttention." in large["numbers"]
-    assert large["words"].startswith(f"At M = {16 * 64 * 64:,}: FlashAttention moves ")
+    assert large["words"].startswith(f"At M = {STATIC_HI * 64 * 64:,}: FlashAttention "
+                                     "moves the fewest entries; ")
     assert small["markers"]["flash"]["visibility"] == "hidden"      # flash cannot run at M = 256
     assert float(large["now"]) > float(small["now"])
     # the geometry the script computes is the one the HTML starts with
@@ -488,14 +484,21 @@ def test_static_explorer_script_runs(page):
     assert f'class="ioe-lower" points="{seen[0]["lower"]}"' in page
     assert f'class="ioe-lower-any" points="{seen[0]["lower_any"]}"' in page
     assert seen[3]["j"] == 0 and seen[3]["curves"] != seen[2]["curves"]
-    assert seen[5]["k"] == 31                                    # clamped
+    assert seen[5]["k"] == 24                                    # clamped
     assert seen[6]["i"] == 0 and seen[6]["curves"] != seen[5]["curves"]     # N = 256
     assert seen[6]["numbers"].startswith("N = 256, d = 32,")
-    assert [s["k"] for s in seen[7:10]] == [30, 29, 30]          # −, −, +
-    cheapest = [s["numbers"].split("cheapest ")[1].split(".")[0] for s in seen[12:]]
-    c = curves(1024, 64, Ms=default_Ms(64, hi_factor=STATIC_HI))
-    assert data["Ms"][1] == c["Ms"] and c["Ms"][-1] == 16 * 64 * 64
+    assert [s["k"] for s in seen[7:10]] == [23, 22, 23]          # −, −, +
+    cheapest = [s["numbers"].split("cheapest ")[1].split(".")[0] for s in seen[12:37]]
+    c = curves(1024, 64, Ms=static_Ms(64))
+    assert data["Ms"][1] == c["Ms"] and c["Ms"][-1] == STATIC_HI * 64 * 64
     assert cheapest == [c["titles"][n] for n in c["cheapest"]]
+    # a new d keeps M in entries: 1,024 at d = 64, at d = 32 and back at d = 64
+    assert [s["M"].split(" = ")[2].split()[0] for s in seen[-3:]] == ["1,024"] * 3
+    assert [s["j"] for s in seen[-3:]] == [1, 0, 1] and seen[-2]["now"] == seen[-3]["now"]
+    # ... while M = d^2 moves by 2 octaves on the screen (d from 64 to 32: a factor 4 in M)
+    x2 = [float(re.search(r'<line class="ioe-d2" x1="([\d.]+)"', f)[1]) for f in
+          re.findall(r'<g class="ioe-frame" data-n="1024" data-d="\d+"[^>]*>.*?</g>', page)]
+    assert x2[1] - x2[0] == pytest.approx(2 * octave_px(data["axis"]), abs=0.1)
 
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
@@ -510,7 +513,7 @@ def test_static_explorer_pass_and_mask_buttons(page):
             steps += [["pass", p], ["mask", m]]
             for i in range(2):
                 for j in range(2):
-                    steps += [["N", i], ["d", j], ["M", 0], ["M", 31]]
+                    steps += [["N", i], ["d", j], ["M", 0], ["M", 24]]
     seen = _run_node(page, steps)
     for shot in seen:
         _check_shot(data, shot)
@@ -522,7 +525,7 @@ def test_static_explorer_pass_and_mask_buttons(page):
     assert causal["mask"] == ["causal"] and "(backward pass, causal mask)" in causal["numbers"]
     assert causal["lower_any"] == "" and seen[0]["lower_any"] != ""
     ends = [(s["numbers"], t["numbers"]) for s, t in zip(seen, seen[1:])
-            if (s["k"], t["k"]) == (0, 31) and (s["i"], s["j"]) == (t["i"], t["j"])]
+            if (s["k"], t["k"]) == (0, 24) and (s["i"], s["j"]) == (t["i"], t["j"])]
     assert len(ends) == 16
     for small, large in ends:
         assert "cheapest square tiling." in small and "cheapest FlashAttention." in large
@@ -556,7 +559,7 @@ def test_static_explorer_marks_real_gpus():
     for j, d in enumerate((32, 64)):
         dom = data["forward"][0][j]["dom"]
         for names, M in gpus.marks():
-            inside = data["Ms"][j][0] <= M <= data["Ms"][j][-1]
+            inside = data["axis"][0] <= M <= data["axis"][1]        # one M axis for every d
             assert (f'<path d="M{_tenth(_px(dom, M) - 5)} ' in by_d[str(d)]) == inside
             assert (f">{names}</text>" in by_d[str(d)]) == inside
     assert "GPUs: T4, A100, H100, H200 →" in by_d["32"]         # all beyond 32 · 32 · 64
@@ -781,13 +784,13 @@ def test_static_explorer_in_processes_is_the_same():
 
 # ---------------------------------------------------------------------- across P processors
 @pytest.mark.parametrize("kind", list(KINDS.values()))
-def test_static_explorer_panel_is_exact(page, kind):
+def test_static_explorer_panel_is_exact(ppage, kind):
     """Every count in the panel's JSON is ioattn.parallel.cost's, every bound the
     memory-independent bound rounded down; causal or not, the words moved are the same."""
     from ioattn.parallel import cost
     from ioattn.parallel.bounds import memory_independent
 
-    data = _embedded(page)
+    data = _embedded(ppage, "iop-data")
     Ps = data["par"]["Ps"]
     assert Ps == parallel_Ps(min(NS)) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
     for i, N in enumerate(NS):
@@ -818,25 +821,27 @@ def test_parallel_words_at_several_P():
                        "a word.")
     assert said[2] == (
         "At P = 2: all-to-all moves the fewest words, 8,388,608 on the busiest processor, as "
-        "ring attention, striped attention and the 2D grid do; it holds 0.92× the ring's "
-        "memory per processor (11,599,872 words against 12,648,448), and receives 2.96× the "
-        "lower bound on the words received.")
+        "ring attention, striped attention and the 2D grid do; all-to-all holds 0.92× as much "
+        "memory per processor as ring attention (11,599,872 words against 12,648,448) and "
+        "receives 2.96× as many words as the lower bound on the words received.")
     assert said[16] == (
-        "At P = 16: all-to-all moves the fewest words, 1,966,080 on the busiest processor, "
-        "8.00× less than ring attention; it holds 0.85× the ring's memory per processor "
-        "(1,794,048 words against 2,105,344), and receives 2.07× the lower bound on the words "
-        "received.")
+        "At P = 16: all-to-all moves the fewest words, 1,966,080 on the busiest processor; "
+        "ring attention moves 8.00× as many; all-to-all holds 0.85× as much memory per "
+        "processor as ring attention (1,794,048 words against 2,105,344) and receives 2.07× "
+        "as many words as the lower bound on the words received.")
     assert said[32] == (
-        "At P = 32: the 2D grid moves the fewest words, 5,255,168 on the busiest processor, "
-        "3.09× less than ring attention; it holds 3.01× the ring's memory per processor "
-        "(3,170,304 words against 1,052,672), and receives 7.53× the lower bound on the words "
-        "received; all-to-all needs H ≥ P (H = 16).")
+        "At P = 32: the 2D grid moves the fewest words, 5,255,168 on the busiest processor; "
+        "ring attention moves 3.09× as many; the 2D grid holds 3.01× as much memory per "
+        "processor as ring attention (3,170,304 words against 1,052,672) and receives 7.53× "
+        "as many words as the lower bound on the words received; all-to-all needs H ≥ P "
+        "(H = 16).")
+    assert all("less" not in text for text in said.values())
     back = across(4096, 64, backward=True, causal=True)
     assert parallel_words(back, 2) == (
         "At P = 4: ring attention moves the fewest words, 29,360,128 on the busiest processor, "
-        "as striped attention does; it holds 14,712,832 words per processor, and receives "
-        "25.5× the lower bound on the words received; all-to-all and the 2D grid have no "
-        "backward pass here.")
+        "as striped attention does; ring attention holds 14,712,832 words per processor and "
+        "receives 25.5× as many words as the lower bound on the words received; all-to-all "
+        "and the 2D grid have no backward pass here.")
     assert parallel_readout(back, 2) == (
         "N = 4,096, d = 64, H = 16, P = 4 (backward pass, causal mask): words moved by the "
         "busiest processor: ring attention 29,360,128; striped attention 29,360,128; "
@@ -867,11 +872,14 @@ def test_parallel_words_name_the_fewest_words(N, d, heads, backward):
                                f"{least:,} on the busiest processor"), text
         ring, b = costs["ring"], costs[best]
         if ring.max_traffic != least:
-            assert f", {ratio_text(ring.max_traffic, least)} less than ring attention;" in text
+            assert f"; ring attention moves {ratio_text(ring.max_traffic, least)} as many;" \
+                in text
         if best != "ring":
-            assert f"it holds {ratio_text(b.max_memory, ring.max_memory)} the ring's memory" in text
+            assert f"; {TITLES[best]} holds {ratio_text(b.max_memory, ring.max_memory)} as " \
+                "much memory per processor as ring attention (" in text
         assert c["bound"][t] > 0
-        assert f"receives {ratio_text(b.max_received, c['bound'][t])} the lower bound" in text
+        assert f"receives {ratio_text(b.max_received, c['bound'][t])} as many words as the " \
+            "lower bound" in text
         out = [n for n in ALGORITHMS if n not in costs]
         if backward:
             assert text.endswith("; all-to-all and the 2D grid have no backward pass here.")
@@ -888,65 +896,170 @@ def test_across_and_static_explorer_refuse_bad_input():
     with pytest.raises(TypeError, match="causal must be True or False"):
         across(256, 16, causal=1)
     with pytest.raises(ValueError, match="P = 512 is more than N = 256"):
-        static_explorer(256, ds=(16,), Ns=(256,), Ps=(1, 512))
+        static_parallel_explorer(256, ds=(16,), Ns=(256,), Ps=(1, 512))
     with pytest.raises(ValueError, match=r"P = 3 is not one of Ps = \[1, 2, 4\]"):
-        static_explorer(256, ds=(16,), Ns=(256,), Ps=(1, 2, 4), P=3)
+        static_parallel_explorer(256, ds=(16,), Ns=(256,), Ps=(1, 2, 4), P=3)
+    with pytest.raises(ValueError, match="d = 48 is not one of ds"):
+        static_parallel_explorer(256, ds=(16,), Ns=(256,), d=48)
+    with pytest.raises(TypeError, match="causal must be True or False"):
+        static_parallel_explorer(256, ds=(16,), Ns=(256,), causal="no")
     assert parallel_Ps(100) == [1, 2, 4, 8, 16, 32, 64]
 
 
+_PARALLEL_DRIVER = r"""
+const page = require("fs").readFileSync(0, "utf8");
+const json = page.match(
+  /<script type="application\/json" class="iop-data">([\s\S]*?)<\/script>/)[1];
+const code = page.match(/<script>([\s\S]*?)<\/script>/)[1];
+const id = page.match(/<div class="ioattn-parallel iop-panel" id="([^"]+)"/)[1];
+function element(attrs) {
+  return {attrs: Object.assign({}, attrs || {}), listeners: {}, textContent: "", value: "0",
+    setAttribute(k, v) { this.attrs[k] = String(v); }, getAttribute(k) { return this.attrs[k]; },
+    addEventListener(t, f) { this.listeners[t] = f; }};
+}
+function all(re, keys) {
+  return Array.from(page.matchAll(re), m => {
+    const a = {}; keys.forEach((k, i) => { a[k] = m[i + 1]; }); return element(a); });
+}
+const many = {
+  "polyline.iop-curve": all(/class="iop-curve" data-name="([^"]+)"/g, ["data-name"]),
+  "circle.iop-marker": all(/class="iop-marker" data-name="([^"]+)"/g, ["data-name"]),
+  "g.iop-frame": all(/class="iop-frame" data-k="(\d+)"/g, ["data-k"]),
+  "button.iop-pass": all(/class="iop-pass" data-value="(\w+)" aria-pressed="(\w+)"/g,
+                         ["data-value", "aria-pressed"]),
+  "button.iop-mask": all(/class="iop-mask" data-value="(\w+)" aria-pressed="(\w+)"/g,
+                         ["data-value", "aria-pressed"])};
+const one = {"script.iop-data": {textContent: json}};
+function q(s) {                       /* any other element, made when first asked for */
+  if (!(s in one)) {
+    one[s] = element();
+    const m = s.match(/^input\.(iop-\w+)$/);
+    if (m) one[s].value = page.match(new RegExp('class="' + m[1] + '" min="0" max="\\d+" ' +
+                                                'value="(\\d+)"'))[1];
+  }
+  return one[s];
+}
+global.document = {getElementById: x => (x === id ? {querySelector: q,
+  querySelectorAll: s => many[s]} : null)};
+eval(code);
+const seen = [];
+function pressed(bs) { return bs.filter(b => b.attrs["aria-pressed"] === "true")
+                                .map(b => b.attrs["data-value"]); }
+function snap() {
+  const pm = {}, pc = {};
+  many["circle.iop-marker"].forEach(e => {
+    pm[e.attrs["data-name"]] = Object.assign({}, e.attrs); });
+  many["polyline.iop-curve"].forEach(e => { pc[e.attrs["data-name"]] = e.attrs.points; });
+  const nl = q("text.iop-now-label");
+  seen.push({i: +q("input.iop-N").value, j: +q("input.iop-d").value, t: +q("input.iop-P").value,
+    pass: pressed(many["button.iop-pass"]), mask: pressed(many["button.iop-mask"]),
+    pwords: q(".iop-words").textContent, pnumbers: q(".iop-numbers").textContent,
+    ptitle: q(".iop-title").textContent, P: q(".iop-Pvalue").textContent,
+    N: q(".iop-Nvalue").textContent, d: q(".iop-dvalue").textContent,
+    pnow: q("line.iop-now").attrs.x1, pnowLabel: [nl.textContent, nl.attrs.x,
+                                                  nl.attrs["text-anchor"]],
+    pbound: q("polyline.iop-bound").attrs.points, pmarkers: pm, pcurves: pc,
+    pframes: many["g.iop-frame"].map(f => [+f.attrs["data-k"], f.attrs.display])});
+}
+snap();
+for (const [which, v] of JSON.parse(process.argv[1])) {
+  if (which === "pass" || which === "mask")
+    many["button.iop-" + which].find(b => b.attrs["data-value"] === v).listeners.click();
+  else if (which === "less" || which === "more") q("button.iop-" + which).listeners.click();
+  else { const s = q("input.iop-" + which); s.value = String(v); s.listeners.input(); }
+  snap();
+}
+process.stdout.write(JSON.stringify(seen));
+"""
+
+
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
-def test_static_explorer_P_control(page):
+def test_static_parallel_explorer_controls(ppage):
     """Under node: the P slider and its − and + buttons move the panel's line and circles and
-    change its sentence, in every pass and mask and for every N and d, as Python writes it."""
-    data = _embedded(page)
-    steps = [["P", 0], ["P", 8], ["Pless"], ["Pless"], ["Pmore"], ["P", 99], ["P", 5],
-             ["M", 3]]
+    change its sentence; the N and d sliders and the pass and mask buttons switch the data; at
+    every step the script writes what Python writes (:func:`parallel_words`,
+    :func:`parallel_readout`, the geometry)."""
+    data = _embedded(ppage, "iop-data")
+    steps = [["P", 0], ["P", 8], ["less"], ["less"], ["more"], ["P", 99], ["P", 5]]
     for p in ("backward", "forward"):
         for m in ("causal", "none"):
             steps += [["pass", p], ["mask", m]]
             for i in range(2):
                 for j in range(2):
                     steps += [["N", i], ["d", j], ["P", 1], ["P", 4], ["P", 6]]
-    seen = _run_node(page, steps)
+    proc = subprocess.run(["node", "-e", _PARALLEL_DRIVER, json.dumps(steps)], input=ppage,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout)
+    assert (seen[0]["i"], seen[0]["j"], seen[0]["t"]) == (1, 1, 4)      # N = 1024, d = 64, P = 16
     for shot in seen:
-        _check_shot(data, shot)
+        _check_panel(data, shot, _kind(shot))
     assert [s["t"] for s in seen[1:8]] == [0, 8, 7, 6, 7, 8, 5]     # clamped at the end
     assert seen[1]["pwords"].startswith("On P = 1 processor there is nothing to communicate")
     assert seen[2]["pwords"].startswith("At P = 256: the 2D grid moves the fewest words")
-    assert seen[8]["pwords"] == seen[7]["pwords"] and seen[8]["k"] == 3     # M: panel stays
     assert len({s["pwords"] for s in seen}) > 20
+    assert seen[8]["ptitle"].startswith("Across P processors: the attention backward pass")
 
 
-def test_explorer_widget_P_control():
+def test_static_parallel_explorer_html(ppage):
+    """The panel's HTML: the picture, its controls directly under it, the readout, the folded
+    legend; at P = 16 first, with Python's sentence."""
+    assert re.search(r'>P</span><input type="range" class="iop-P" min="0" max="8" value="4"',
+                     ppage)
+    for cls in ("iop-N", "iop-d"):
+        assert f'class="{cls}" min="0" max="1" value="1"' in ppage
+    assert 'class="iop-less"' in ppage and 'class="iop-more"' in ppage
+    assert ppage.count('class="iop-curve"') == 4 and ppage.count('class="iop-marker"') == 4
+    assert ppage.count('class="iop-bound"') == 1
+    assert ppage.index("</svg>") < ppage.index('class="iop-controls"') < \
+        ppage.index('class="iop-readout"') < ppage.index('<details class="iop-legend"')
+    data = _embedded(ppage, "iop-data")
+    assert data["par"]["Ps"] == list(PARALLEL_PS) and data["par"]["heads"] == 16
+    pc = parallel_picture(data, "forward", 1, 1)
+    unescaped = ppage.replace("&gt;", ">")
+    assert parallel_words(pc, 4) in unescaped and parallel_readout(pc, 4) in unescaped
+    assert f">{parallel_title(1024, 64)}</div>" in ppage
+    assert ppage.count('class="iop-frame"') == len(data["par"]["doms"])
+    assert "http://" not in ppage and "https://" not in ppage and " src=" not in ppage
+    other = static_parallel_explorer(1024, ds=DS, Ns=NS, backward=True, causal=True, P=64)
+    assert re.search(r'class="iop-pass" data-value="backward" aria-pressed="true"', other)
+    c = parallel_picture(_embedded(other, "iop-data"), "causal_backward", 1, 1)
+    assert parallel_words(c, 6) in other.replace("&gt;", ">")
+
+
+def test_parallel_explorer_widget():
     pytest.importorskip("ipywidgets")
-    w = explorer(N=4096, d=64, log2_M=12)
+    w = parallel_explorer(N=4096, d=64)
     P = w.controls["P"]
     assert list(P.options) == list(PARALLEL_PS) and P.value == 16 and w.state["P"] == 16
     c = across(4096, 64)
     assert w.state["across"] == c
     assert html.escape(parallel_words(c, 4), quote=False) in w.panel.value
     assert html.escape(parallel_readout(c, 4), quote=False) in w.panel.value
-    assert f'class="iop-now" x1="{_ppx(c["Ps"], 16)}"' in w.panel.value
-    image, readout_ = w.image.value, w.readout.value
-    P.value = 64                                    # the slider redraws the panel only
-    assert w.state["P"] == 64 and w.image.value == image and w.readout.value == readout_
+    assert f'class="iop-now" x1="{_ppx(c["Ps"], 16)}"' in w.picture.value
+    assert "<svg" in w.picture.value and "<svg" not in w.panel.value.split("<details")[0]
+    assert w.children[0] is w.picture and w.children[1] is P      # P directly under the plot
+    P.value = 64                                    # the slider redraws the panel
+    assert w.state["P"] == 64
     assert html.escape(parallel_words(c, 6), quote=False) in w.panel.value
     assert "the 2D grid moves the fewest words" in w.panel.value
-    panel = w.panel.value
-    w.controls["log2_M"].value = 14                 # M does not change the panel
-    assert w.panel.value == panel and w.readout.value != readout_
     w.update(backward=True, causal=True, P=1)
     back = across(4096, 64, backward=True, causal=True)
     assert w.state["across"] == back and w.state["P"] == 1
     assert "nothing to communicate" in w.panel.value
-    assert parallel_title(4096, 64, 16, True, True) in w.panel.value
+    assert parallel_title(4096, 64, 16, True, True) in w.picture.value
     w.update(P=4, N=1024)
     assert html.escape(parallel_words(across(1024, 64, backward=True, causal=True), 2),
                        quote=False) in w.panel.value
+    w.controls["d"].value = 128                     # a slider itself redraws
+    assert w.state["d"] == 128 and w.state["across"] == across(1024, 128, backward=True,
+                                                                 causal=True)
     with pytest.raises(ValueError, match="P = 3 is not one of"):
         w.update(P=3)
     with pytest.raises(ValueError, match="P = 3 is not one of"):
-        explorer(P=3)
+        parallel_explorer(P=3)
+    with pytest.raises(TypeError, match="backward must be True or False"):
+        w.update(backward="yes")
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
@@ -969,9 +1082,8 @@ def test_explorer_widget_P_control():
     ({"names": []}, ValueError, "names is empty"),
     ({"options": {"standrd": {}}}, ValueError, "did you mean 'standard'"),
     ({"options": {"square_tiling": "outer"}}, TypeError, "options\\['square_tiling'\\] must be"),
-    ({"P": 16.0}, TypeError, "P must be an integer"),
-    ({"heads": 0}, ValueError, "heads must be at least 1"),
     ({"workers": 0}, ValueError, "workers must be at least 1"),
+    ({"progress": 1}, TypeError, "progress must be True or False"),
 ])
 def test_static_explorer_refuses_bad_input_up_front(kwargs, error, match, monkeypatch):
     import ioattn.explorer
@@ -985,10 +1097,10 @@ def test_static_explorer_refuses_bad_input_up_front(kwargs, error, match, monkey
 
 
 def test_static_explorer_default_Ns_stay_in_range():
-    page = static_explorer(N_MAX, ds=(16,), Ms=[64, 256], P=1, Ps=[1])
+    page = static_explorer(N_MAX, ds=(16,), Ms=[64, 256])
     data = json.loads(re.search(r'class="ioe-data">(.*?)</script>', page, re.S).group(1))
     assert data["Ns"] == [N_MAX // 4, N_MAX]                    # not 4 N_MAX
-    page = static_explorer(2, ds=(4,), Ms=[16, 32], Ps=[1, 2])
+    page = static_explorer(2, ds=(4,), Ms=[16, 32])
     data = json.loads(re.search(r'class="ioe-data">(.*?)</script>', page, re.S).group(1))
     assert data["Ns"] == [2]
 
@@ -1005,3 +1117,56 @@ def test_curves_refuse_bad_names_options_and_flags():
     with pytest.raises(TypeError, match="Ms must be an integer"):
         curves(256, 16, [64.0], causal=True)
     assert curves(256, 16, [64], names=["flash", "flash"])["names"] == ["flash"]
+
+
+# ------------------------------------------------------------------------ the absolute M axis
+def test_absolute_axis_moves_the_crossover_with_d(capsys):
+    """On the book's axis (d = 32, 64, 128, 256; one M range for all), M = d^2 moves 2
+    octaves, 56 px of the SVG, for each doubling of d: 6 octaves, 168 px, from d = 32 to
+    d = 256, the factor 64 in M. The line where FlashAttention becomes the cheapest for good
+    (exact crossovers at N = 4096) moves by the pixels of its own exact factor, which is
+    within a factor 2 of 64."""
+    ds = (32, 64, 128, 256)
+    axis = m_axis([static_Ms(d) for d in ds])
+    assert axis == (32 * 32 // 16, STATIC_HI * 256 * 256) == (64, 262144)
+    per = octave_px(axis)
+    assert per == 336 / 12 == 28.0
+    assert m_x(axis[0], axis) == 52 and m_x(axis[1], axis) == 388     # the plot's two edges
+    d2 = {d: m_x(d * d, axis) for d in ds}
+    assert [d2[b] - d2[a] for a, b in zip(ds, ds[1:])] == [2 * per] * 3
+    assert d2[256] - d2[32] == 6 * per == 168                          # log2(64) octaves
+    flash = {d: flash_from(curves(4096, d, static_Ms(d))) for d in ds}
+    x = {d: m_x(flash[d], axis) for d in ds}
+    shift = x[256] - x[32]
+    assert shift == pytest.approx(per * math.log2(flash[256] / flash[32]), abs=0.1)
+    assert 32 < flash[256] / flash[32] < 128 and 5 * per < shift < 7 * per
+    assert all(x[a] < x[b] for a, b in zip(ds, ds[1:]))               # it follows d^2
+    with capsys.disabled():
+        print(f"\nM axis {axis}, {per} px per octave (SVG px; 400 px wide)")
+        for d in ds:
+            print(f"d = {d}: M = d^2 = {d * d:,} at x = {d2[d]}, FlashAttention cheapest from "
+                  f"M = {flash[d]:,} at x = {x[d]}")
+        print(f"d = 32 -> 256: d^2 moves {d2[256] - d2[32]} px (factor 64), the FlashAttention "
+              f"line {shift:.1f} px (factor {flash[256] / flash[32]:.2f})")
+
+
+def test_static_Ms_and_the_axis():
+    for d in (16, 32, 64, 100, 256):
+        Ms = static_Ms(d)
+        assert Ms[0] == max(16, d * d // 16) and Ms[-1] == STATIC_HI * d * d
+        assert Ms == sorted(set(Ms))
+    assert static_Ms(64) == [M for M in static_Ms(32) + static_Ms(128)
+                             if 256 <= M <= 16384][:len(static_Ms(64))] or \
+        set(static_Ms(64)) <= set(static_Ms(32)) | set(static_Ms(128))
+    assert set(static_Ms(32)) & set(static_Ms(256)) == {4096}          # one shared grid
+    with pytest.raises(ValueError, match="at least one cache size"):
+        m_axis([[]])
+
+
+def test_static_explorer_progress(capsys):
+    static_explorer(256, ds=(16, 32), Ns=(256,), progress=True)
+    err = capsys.readouterr().err
+    assert "static explorer: 1 of 2 pictures computed" in err
+    assert err.endswith("static explorer: 2 of 2 pictures computed\n")
+    static_explorer(256, ds=(16,), Ns=(256,))
+    assert capsys.readouterr().err == ""

@@ -10,7 +10,7 @@ pytest.importorskip("ipywidgets")
 
 from matplotlib.layout_engine import ConstrainedLayoutEngine  # noqa: E402
 
-from ioattn.widgets import explorer  # noqa: E402
+from ioattn.widgets import explorer, parallel_explorer  # noqa: E402
 
 #: How far (pixels) the axes may be from where a new layout puts them.
 TOL = 0.5
@@ -100,8 +100,8 @@ def test_layout_follows_the_tick_labels():
     assert here(w) == pytest.approx(first, abs=TOL)
 
 
-def test_M_below_the_curves_leaves_the_axes_alone():
-    """With M left of the plotted range (no line at M to label), the axes are where they are
+def test_M_far_below_d2_leaves_the_axes_alone():
+    """With M far left of d^2 (its label at the axes' left end), the axes are where they are
     at M = d^2."""
     w = explorer(N=4096, d=256)
     at_d2 = here(w)
@@ -132,11 +132,8 @@ def test_M_below_the_curves_leaves_the_axes_alone():
     ({"causal": 1}, TypeError, "causal must be True or False, got 1"),
     ({"options": {"flsh": {}}}, ValueError, "unknown algorithm 'flsh'"),
     ({"options": {"flash": {"colour": 1}}}, TypeError, "unknown option\\(s\\) colour"),
-    ({"P": 3}, ValueError, "P = 3 is not one of \\[1, 2, 4"),
-    ({"P": 16.0}, TypeError, "P must be an integer, got 16.0"),
     ({"N_sim_max": 0}, ValueError, "N_sim_max must be at least 1"),
     ({"dpi": 10**5}, ValueError, "dpi must be at most 600"),
-    ({"heads": "16"}, TypeError, "heads must be an integer"),
 ])
 def test_explorer_refuses_bad_input_up_front(kwargs, error, match, monkeypatch):
     import ioattn.widgets
@@ -159,7 +156,6 @@ def test_explorer_update_refuses_bad_input_and_changes_nothing():
         ({"d": 32, "log2_M": 17}, ValueError, "outside the slider's range at d = 32: from 4 to 16"),
         ({"log2_M": 4, "names": ["flsh"]}, ValueError, "did you mean 'flash'"),
         ({"log2_M": 12, "backward": "no"}, TypeError, "backward must be True or False"),
-        ({"log2_M": 12, "P": 3}, ValueError, "P = 3 is not one of"),
     ]:
         with pytest.raises(error, match=match):
             w.update(**kwargs)
@@ -170,9 +166,57 @@ def test_explorer_update_refuses_bad_input_and_changes_nothing():
     assert w.state["M"] == 1 << 20
 
 
-def test_explorer_of_a_few_rows_offers_the_processors_it_can_share():
-    w = explorer(N=3, d=4, log2_M=5)
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"P": 3}, ValueError, "P = 3 is not one of \\[1, 2, 4"),
+    ({"P": 16.0}, TypeError, "P must be an integer, got 16.0"),
+    ({"heads": "16"}, TypeError, "heads must be an integer"),
+    ({"N": 10**9}, ValueError, "N = 1,000,000,000 is more than the explorer draws"),
+    ({"d": 512}, ValueError, "d = 512 is more than the explorer draws"),
+    ({"causal": 1}, TypeError, "causal must be True or False, got 1"),
+])
+def test_parallel_explorer_refuses_bad_input_up_front(kwargs, error, match, monkeypatch):
+    import ioattn.widgets
+
+    def computed(*args, **kw):
+        raise AssertionError("computed before the arguments were checked")
+
+    monkeypatch.setattr(ioattn.widgets, "across", computed)
+    with pytest.raises(error, match=match):
+        parallel_explorer(**kwargs)
+
+
+def test_parallel_explorer_of_a_few_rows_offers_the_processors_it_can_share():
+    w = parallel_explorer(N=3, d=4)
     assert list(w.controls["P"].options) == [1, 2] and w.state["P"] == 2
-    assert w.state["N"] == 3 and w.state["M"] == 32
-    assert explorer(N=1, d=4).state["P"] == 1                      # nothing to share: P = 1
+    assert w.state["N"] == 3
+    assert parallel_explorer(N=1, d=4).state["P"] == 1             # nothing to share: P = 1
+
+
+def test_explorer_with_none_checked():
     assert explorer(N=4096, d=64, names=[]).state["shown"] == []    # none checked, as asked
+
+
+def test_explorer_axis_is_the_same_for_every_d():
+    """The live explorer's M axis does not change with d, so M = d^2 and the line where
+    FlashAttention takes over move on the screen: M = d^2 by 6 octaves (a factor 64 in M) from
+    d = 32 to d = 256, in the figure's pixels; the picture comes first, the M slider directly
+    under it, the legend folded last."""
+    w = explorer(N=4096, d=32, log2_M=10)
+    ax = w.figure.axes[0]
+    lim = ax.get_xlim()
+    assert lim == pytest.approx(w.xlim)
+    x = {}
+    for d in (32, 64, 128, 256):
+        w.update(d=d)
+        assert ax.get_xlim() == pytest.approx(lim)
+        # where M = d^2 is along the axes (a fraction of their width: the axes themselves may
+        # move a little when the width of the I/O tick labels changes)
+        x[d] = (ax.transScale + ax.transLimits).transform((d * d, 1))[0]
+        assert w.state["M"] == 1024                       # M stays the same number of entries
+    octave = 1 / math.log2(lim[1] / lim[0])
+    for a, b in ((32, 64), (64, 128), (128, 256)):
+        assert x[b] - x[a] == pytest.approx(2 * octave, abs=1e-6)
+    assert x[256] - x[32] == pytest.approx(6 * octave, abs=1e-6)       # log2(64) octaves
+    assert w.children[0] is w.image and w.children[1] is w.controls["log2_M"]
+    assert w.children[-1] is w.legend and "<summary" in w.legend.value
+    assert "FlashAttention" in w.legend.value and not w.figure.legends
