@@ -6,7 +6,7 @@ receives, the messages it sends, the words it holds at once) beside the lower bo
 :func:`~ioattn.parallel.bounds.lower_bound` on the words it must receive, with ``S`` the memory
 that algorithm uses, and the ratio of the two. :func:`rows` gives the data (JSON-ready),
 :func:`text` the plain-text table that ``ioattn parallel`` prints; the book and the explorer
-(:func:`ioattn.explorer.static_explorer`) read the same rows.
+(:func:`ioattn.explorer.static_parallel_explorer`) read the same rows.
 
 >>> r = rows(4096, 64, [16], heads=16)
 >>> [x["name"] for x in r if x["fewest"]], r[0]["received"] == cost("ring", 4096, 64, 16,
