@@ -42,12 +42,22 @@ def _drop_word(paragraph) -> None:
             paragraph.remove(text)
 
 
+def _in_fold(node) -> bool:
+    """Whether the proof already sits in a folded box (a dropdown admonition)."""
+    parent = node.parent
+    while parent is not None:
+        if isinstance(parent, nodes.Element) and "dropdown" in parent.get("classes", []):
+            return True
+        parent = parent.parent
+    return False
+
+
 def fold_long_proofs(app, doctree):
     """Fold the proofs longer than :data:`LONG` characters (or given ``dropdown``): a title
     "Proof (can be skipped on a first reading)" that unfolds them."""
     folded = 0
     for node in list(doctree.findall(nodes.admonition)):
-        if not _is_proof(node) or "unfolded" in node["classes"]:
+        if not _is_proof(node) or "unfolded" in node["classes"] or _in_fold(node):
             continue
         if "dropdown" not in node["classes"] and len(node.astext()) <= LONG:
             continue
