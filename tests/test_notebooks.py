@@ -432,7 +432,8 @@ def test_setup_cell_failures_say_what_to_do_in_a_sentence(monkeypatch, tmp_path)
     pip = _Pip(1, "Processing ./ioattn-0.1.0-py3-none-any.whl\n"
                   "ERROR: Could not find a version that satisfies the requirement numpy>=1.24 "
                   "(from ioattn) (from versions: none)\n"
-                  "ERROR: No matching distribution found for numpy>=1.24\n")
+                  "\x1b[31mERROR: No matching distribution found for numpy>=1.24\x1b[0m\n"
+                  "\x1b[0m\n")                              # colours, if pip keeps them
     exc = _run_setup(monkeypatch, notebooks.setup_source(requirement, WHEEL), pip)
     assert str(exc) == ("pip could not install ioattn (ERROR: No matching distribution found for "
                         "numpy>=1.24). Its dependencies come from the package index: connect to "

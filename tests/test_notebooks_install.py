@@ -58,8 +58,8 @@ UNFINISHED = {"GradingFailure", "AssertionError", "TypeError", "ValueError", "At
 
 # -------------------------------------------------------------------- the fresh environment
 class Fresh:
-    """A fresh venv at ``path`` with pip and ipykernel (what Jupyter or Colab brings), and no
-    ioattn; its kernels run with an environment that names nothing of the repository."""
+    """A fresh venv at ``path`` with the newest pip and ipykernel (what Jupyter or Colab
+    brings), and no ioattn; its kernels run with an environment that names nothing of the repository."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -70,6 +70,9 @@ class Fresh:
                                  "PYTHONSAFEPATH", "JUPYTER_PATH", "IOATTN_BOOK_HTML")}
         self.env |= {"PYTHONNOUSERSITE": "1", "VIRTUAL_ENV": str(path),
                      "PATH": f"{path / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+        # pip as a student has it (the one Python bundles may be too old to read a
+        # git+file URL, whose host is empty), and the kernel.
+        self.pip("install", "--quiet", "--upgrade", "pip")
         self.pip("install", "--quiet", "ipykernel")
         specs = path / "kernelspecs"
         (specs / "fresh").mkdir(parents=True)

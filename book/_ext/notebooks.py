@@ -127,7 +127,7 @@ def with_extras(requirement: str, extras) -> str:
 _SETUP = """\
 {comment}
 def _setup_ioattn():
-    import importlib, importlib.util, pathlib, subprocess, sys
+    import importlib, importlib.util, pathlib, re, subprocess, sys
 
     class SetupError(Exception):
         def _render_traceback_(self):          # Jupyter and Colab show the message alone
@@ -147,10 +147,11 @@ def _setup_ioattn():
                   "or install them with pip ({deps}), and run this cell again")
 {otherwise}
     print(f"Installing ioattn from {{source}} ...", flush=True)
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", source],
-                         capture_output=True, text=True)
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-color",
+                          source], capture_output=True, text=True)
     if pip.returncode != 0:
-        lines = [line.strip() for line in (pip.stderr + pip.stdout).splitlines() if line.strip()]
+        text = re.sub(r"\\x1b\\[[0-9;]*[A-Za-z]", "", pip.stderr + pip.stdout)
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
         errors = [line for line in lines if line.startswith("ERROR")] or lines or ["no output"]
         raise SetupError(f"pip could not install ioattn ({{errors[-1]}}). {{advice}}.")
     importlib.invalidate_caches()
