@@ -59,7 +59,8 @@ UNFINISHED = {"GradingFailure", "AssertionError", "TypeError", "ValueError", "At
 # -------------------------------------------------------------------- the fresh environment
 class Fresh:
     """A fresh venv at ``path`` with the newest pip and ipykernel (what Jupyter or Colab
-    brings), and no ioattn; its kernels run with an environment that names nothing of the repository."""
+    brings), and no ioattn; its kernels run with an environment that names nothing of the
+    repository."""
 
     def __init__(self, path: Path):
         self.path = path
