@@ -3,8 +3,9 @@
 Without the ``built`` fixture: the repository read from the environment, the theme's options it
 sets, the code kept for students, the set-up cell, publishing to a branch, and the buttons of a
 tiny Sphinx project. With it (marked ``book``): every generated notebook has no raw MyST, its
-solutions folded, the glued values of its page, links that lead to the site, and it runs from a
-clean kernel.
+solutions folded, the glued values of its page, links that lead to the site, and no note about
+the build. That every notebook runs, in a fresh venv where its set-up cell installs ioattn, is
+tests/test_notebooks_install.py.
 """
 
 from __future__ import annotations
@@ -16,9 +17,7 @@ import os
 import re
 import subprocess
 import sys
-import time
 import urllib.parse
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -223,23 +222,34 @@ It is the same proof.
 """
 
 
-def test_tiny_book_student_notebook(tmp_path):
-    """A page with every construct the generator resolves, built by Sphinx: the student
-    notebook has its numbers, links and glued values, and no raw MyST."""
+def _tiny_book(tmp_path, environ, conf="") -> Path:
+    """The tiny book built by Sphinx in the environment ``environ`` (without the build's own
+    ``GITHUB_*`` and ``IOATTN_*`` variables), ``conf`` added to its configuration; its HTML."""
     src = tmp_path / "src"
     (src / "book").mkdir(parents=True)
     (src / "conf.py").write_text(f"import sys\nsys.path.insert(0, {str(ROOT / 'book/_ext')!r})\n"
-                                 + _TINY_BOOK_CONF)
+                                 + _TINY_BOOK_CONF + conf)
     (src / "refs.bib").write_text(_TINY_BIB)
     (src / "index.md").write_text("# Tiny\n\n```{toctree}\n:numbered:\nbook/page\n```\n")
     (src / "book/page.md").write_text(_TINY_CHAPTER)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "IOATTN_"))}
-    env |= {"GITHUB_REPOSITORY": "ann/fork", "GITHUB_SHA": SHA}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("GITHUB_", "IOATTN_"))} | environ
     proc = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W",
                            str(src), str(tmp_path / "html")], env=env, capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    nb = nbformat.read(tmp_path / "html/notebooks/book/page.ipynb", as_version=4)
+    return tmp_path / "html"
+
+
+def _links(text: str) -> list[str]:
+    return re.findall(r"\]\(([^)\s]+)\)", text)
+
+
+def test_tiny_book_student_notebook(tmp_path):
+    """A page with every construct the generator resolves, built by Sphinx: the student
+    notebook has its numbers, links and glued values, and no raw MyST."""
+    out = _tiny_book(tmp_path, {"GITHUB_REPOSITORY": "ann/fork", "GITHUB_SHA": SHA})
+    nb = nbformat.read(out / "notebooks/book/page.ipynb", as_version=4)
     text = _markdown(nb)
     print(text)
     for pattern in RAW_MYST:
@@ -259,10 +269,53 @@ def test_tiny_book_student_notebook(tmp_path):
         in text
     code = [c.source for c in nb.cells if c.cell_type == "code"]
     assert len(code) == 3 and SHA in code[0]
-    page = html.unescape((tmp_path / "html/book/page.html").read_text(encoding="utf-8"))
+    page = html.unescape((out / "book/page.html").read_text(encoding="utf-8"))
     hrefs = re.findall(r'href="([^"]+)"', page)
     assert "../notebooks/book/page.ipynb" in hrefs, "no download of the student notebook"
     assert code[1] == "sizes = [3, 4]" and code[2] == "print(sizes)"
+    links = [t for t in _links(text) if not t.startswith("https://ann.github.io/fork/")]
+    assert links == [], f"links outside the site: {links}"
+    # The practice notebooks have the same set-up cell, first of their code cells.
+    for practice in sorted((out / "notebooks/practice").glob("*.ipynb")):
+        first = next(c for c in nbformat.read(practice, as_version=4).cells
+                     if c.cell_type == "code")
+        assert first.metadata["tags"] == ["setup"], practice.name
+        assert first.source == notebooks.setup_source(
+            f"ioattn @ git+https://github.com/ann/fork.git@{SHA}",
+            next((out / "notebooks").glob("ioattn-*.whl")).name), practice.name
+    requirements = (out / "notebooks/requirements.txt").read_text().splitlines()
+    assert requirements[0] == f"ioattn[teach] @ git+https://github.com/ann/fork.git@{SHA}"
+
+
+def test_tiny_book_links_without_a_repository(tmp_path):
+    """A local build (no repository): every link of the notebook is relative and leads, from
+    the notebook's place in the site's notebooks/ folder, to a page of the site and an anchor
+    on it; the set-up cell names no repository."""
+    out = _tiny_book(tmp_path / "local", {})
+    nb = nbformat.read(out / "notebooks/book/page.ipynb", as_version=4)
+    links = _links(_markdown(nb))
+    assert len(links) >= 5 and "git+" not in nb.cells[2].source
+    for target in links:
+        assert not urllib.parse.urlsplit(target).scheme, target
+        path, _, anchor = os.path.normpath(os.path.join("notebooks/book", target)).partition("#")
+        assert (out / path).is_file(), target
+        assert not anchor or f'id="{anchor}"' in (out / path).read_text(encoding="utf-8"), \
+            target
+    assert "../../book/page.html#thm-tiny" in links
+
+
+def test_the_site_address_comes_from_the_environment_the_config_or_the_repository(monkeypatch):
+    from types import SimpleNamespace
+
+    monkeypatch.delenv("IOATTN_SITE_URL", raising=False)
+    repo = repository.from_environment({"GITHUB_REPOSITORY": "Ann/fork"})
+    none, configured = SimpleNamespace(html_baseurl=""), \
+        SimpleNamespace(html_baseurl="https://book.example.org/ioattn")
+    assert notebooks.site_url(none, None) is None
+    assert notebooks.site_url(none, repo) == "https://ann.github.io/fork/"
+    assert notebooks.site_url(configured, repo) == "https://book.example.org/ioattn/"
+    monkeypatch.setenv("IOATTN_SITE_URL", "https://elsewhere.example.org")
+    assert notebooks.site_url(configured, None) == "https://elsewhere.example.org/"
 
 
 # -------------------------------------------------------------------- the generator's parts
@@ -281,17 +334,127 @@ def test_students_keep_the_code_they_need():
         "total = np.sum(sizes)\nassert total == 3", None, "for s in sizes:\n    print(s)"]
 
 
-def test_setup_cell_installs_the_built_commit_or_says_how():
+WHEEL = "ioattn-0.1.0-py3-none-any.whl"
+
+
+class _Pip:
+    """A stand-in for ``subprocess.run`` of pip: records the command, answers ``returncode``
+    with ``stderr``; after a success, ioattn is found."""
+
+    def __init__(self, returncode=0, stderr=""):
+        self.returncode, self.stderr, self.commands, self.installed = returncode, stderr, [], False
+
+    def __call__(self, cmd, **kwargs):
+        assert kwargs.get("capture_output") and kwargs.get("text"), "pip's output not captured"
+        self.commands.append(cmd)
+        self.installed = self.returncode == 0
+        return subprocess.CompletedProcess(cmd, self.returncode, "", self.stderr)
+
+
+def _run_setup(monkeypatch, source, pip, missing=("ioattn",)):
+    """Run set-up cell ``source`` as if ``missing`` were not installed, pip being ``pip``; the
+    exception it raised, or None."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+
+    def find_spec(name, *args):
+        if name in missing and not pip.installed:
+            return None
+        return real(name, *args) if name not in missing else object()
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    monkeypatch.setattr(subprocess, "run", pip)
+    try:
+        exec(compile(source, "setup", "exec"), {})       # noqa: S102 - the cell itself
+    except Exception as exc:                             # noqa: BLE001 - returned to the test
+        return exc
+    return None
+
+
+def test_setup_cell_is_a_no_op_where_ioattn_is_installed(monkeypatch):
     requirement = f"ioattn @ git+https://github.com/ann/fork.git@{SHA}"
-    online = notebooks.setup_source(requirement)
-    local = notebooks.setup_source(None)
-    assert requirement in online and "git+" not in local and "ModuleNotFoundError" in local
-    for source in (online, local):
-        compile(source, "setup", "exec")
-        # Where ioattn is installed (as here), the cell does nothing.
-        scope: dict = {}
-        exec(compile(source, "setup", "exec"), scope)   # noqa: S102 - the cell itself
-        assert "wheels" not in scope
+    for source in (notebooks.setup_source(requirement, WHEEL),
+                   notebooks.setup_source(None, WHEEL, ["teach"])):
+        pip = _Pip()
+        monkeypatch.setattr(subprocess, "run", pip)
+        exec(compile(source, "setup", "exec"), {})       # noqa: S102 - the cell itself
+        assert pip.commands == []
+    # The names it uses stay inside its function.
+    scope: dict = {}
+    exec(compile(source, "setup", "exec"), scope)        # noqa: S102
+    assert {k for k in scope if not k.startswith("__")} == {"_setup_ioattn"}
+
+
+def test_setup_cell_prefers_the_wheel_then_the_commit(monkeypatch, tmp_path, capsys):
+    requirement = f"ioattn @ git+https://github.com/ann/fork.git@{SHA}"
+    source = notebooks.setup_source(requirement, WHEEL, ["teach"])
+    assert "ioattn[teach] @ git+https://github.com/ann/fork.git@" + SHA in source
+    site = tmp_path / "notebooks"
+    (site / "book/assignments").mkdir(parents=True)
+    monkeypatch.chdir(site / "book/assignments")
+    pip = _Pip()
+    assert _run_setup(monkeypatch, source, pip, missing=("ioattn", "jupytext")) is None
+    assert pip.commands[0][-1] == "ioattn[teach] @ git+https://github.com/ann/fork.git@" + SHA
+    assert pip.commands[0][1:4] == ["-m", "pip", "install"]
+    (site / WHEEL).write_bytes(b"")                       # the site's wheel, two folders up
+    pip = _Pip()
+    assert _run_setup(monkeypatch, source, pip) is None
+    assert pip.commands[0][-1] == f"{site / WHEEL}[teach]"
+    assert "ioattn is installed." in capsys.readouterr().out
+
+
+def test_setup_cell_failures_say_what_to_do_in_a_sentence(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    requirement = f"ioattn @ git+https://github.com/ann/fork.git@{SHA}"
+    # No wheel, no repository: say where the wheel is, without running pip.
+    pip = _Pip()
+    exc = _run_setup(monkeypatch, notebooks.setup_source(None, WHEEL), pip)
+    assert pip.commands == [] and type(exc).__name__ == "SetupError"
+    assert str(exc) == (f"ioattn is not installed: put the wheel {WHEEL} from the notebooks/ "
+                        "folder of the book's site beside this notebook and run this cell again.")
+    # IPython shows the message alone (no traceback).
+    assert exc._render_traceback_() == [f"SetupError: {exc}"]
+    # The repository cannot be reached: pip's last error line, and where the wheel is.
+    pip = _Pip(1, "Collecting ioattn@ git+https://github.com/ann/fork.git\n"
+                  "  Cloning https://github.com/ann/fork.git\n"
+                  "  fatal: unable to access 'https://github.com/ann/fork.git/': Could not "
+                  "resolve host: github.com\n"
+                  "  error: subprocess-exited-with-error\n"
+                  "ERROR: Failed to build 'git+https://github.com/ann/fork.git' when git clone\n")
+    exc = _run_setup(monkeypatch, notebooks.setup_source(requirement, WHEEL), pip)
+    assert str(exc) == ("pip could not install ioattn (ERROR: Failed to build "
+                        "'git+https://github.com/ann/fork.git' when git clone). No network? Put "
+                        f"the wheel {WHEEL} from the notebooks/ folder of the book's site beside "
+                        "this notebook and run this cell again.")
+    # A wheel but no package index: its dependencies are missing.
+    (tmp_path / WHEEL).write_bytes(b"")
+    pip = _Pip(1, "Processing ./ioattn-0.1.0-py3-none-any.whl\n"
+                  "ERROR: Could not find a version that satisfies the requirement numpy>=1.24 "
+                  "(from ioattn) (from versions: none)\n"
+                  "\x1b[31mERROR: No matching distribution found for numpy>=1.24\x1b[0m\n"
+                  "\x1b[0m\n")                              # colours, if pip keeps them
+    exc = _run_setup(monkeypatch, notebooks.setup_source(requirement, WHEEL), pip)
+    assert str(exc) == ("pip could not install ioattn (ERROR: No matching distribution found for "
+                        "numpy>=1.24). Its dependencies come from the package index: connect to "
+                        "the network, or install them with pip (numpy matplotlib networkx tqdm "
+                        "numba), and run this cell again.")
+    # pip itself is missing (a venv made without it).
+    pip = _Pip(1, "/venv/bin/python: No module named pip\n")
+    exc = _run_setup(monkeypatch, notebooks.setup_source(requirement, WHEEL), pip)
+    assert str(exc).startswith("pip could not install ioattn (/venv/bin/python: No module "
+                               "named pip).")
+
+
+def test_extras_follow_the_code():
+    assert notebooks.extras_of(["from ioattn.teach import check", "# ioattn assign x"]) == []
+    assert notebooks.extras_of(["from ioattn.teach.build import build"]) == ["teach"]
+    assert notebooks.extras_of(['subprocess.run([sys.executable, "-m", "ioattn", "grade"])']) \
+        == ["teach"]
+    assert notebooks.with_extras("ioattn @ git+https://x/y.git@1", ["teach"]) == \
+        "ioattn[teach] @ git+https://x/y.git@1"
+    assert notebooks.with_extras(WHEEL, ["teach"]) == WHEEL + "[teach]"
+    assert notebooks.with_extras(WHEEL, []) == WHEEL
 
 
 def test_publish_makes_the_folder_a_branch(tmp_path):
@@ -339,7 +502,9 @@ def test_every_notebook_page_has_a_student_notebook_without_raw_myst(built):
                 f"{text[max(0, hit.start() - 200):hit.end() + 200]}"
         code = [c.source for c in nb.cells if c.cell_type == "code"]
         assert code[0] == nb.cells[[c.cell_type for c in nb.cells].index("code")].source
-        assert "importlib.util.find_spec(\"ioattn\")" in code[0], page
+        setup = nb.cells[[c.cell_type for c in nb.cells].index("code")]
+        assert setup.metadata.get("tags") == [notebooks.SETUP_TAG], page
+        assert "def _setup_ioattn():" in code[0] and "pip" in code[0], page
         for source in code:
             assert "glue(" not in source and "myst_nb" not in source, (page, source)
         assert nb.cells[0].source.startswith("# "), f"{page}: no title first"
@@ -442,33 +607,21 @@ def test_site_holds_the_wheel_and_binder_requirements(built):
     (wheel,) = folder.glob("ioattn-*-py3-none-any.whl")
     requirements = (folder / "requirements.txt").read_text(encoding="utf-8").splitlines()
     repo = repository.from_environment()
-    assert requirements[0] == (repo.requirement if repo else wheel.name)
+    assert requirements[0] == notebooks.with_extras(repo.requirement if repo else wheel.name,
+                                                    ["teach"])
 
 
-def _execute(path: Path) -> float:
-    from nbclient import NotebookClient
-
-    nb = nbformat.read(path, as_version=4)
-    start = time.perf_counter()
-    NotebookClient(nb, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
-    return time.perf_counter() - start
+#: What the student's text must not say: notes about the site's rendering or the build.
+BUILD_TALK = re.compile(r"click to show|the build fails|would not build|PASS or FAIL",
+                        re.IGNORECASE)
 
 
 @pytest.mark.book
-def test_every_student_notebook_runs_from_a_clean_kernel(built, tmp_path):
-    """Each notebook is copied out of the site (so no wheel is beside it: ioattn, installed
-    here, makes the set-up cell a no-op) and run by nbclient in a fresh kernel, two at a
-    time."""
-    paths = []
+def test_notebooks_do_not_talk_about_the_site_or_the_build(built):
+    """The notebooks' code is shown (no "click to show it") and their text speaks to the
+    student, not about the build."""
+    found = []
     for page in _pages():
-        copy = tmp_path / f"{page.replace('/', '__')}.ipynb"
-        copy.write_bytes((built / notebooks.FOLDER / f"{page}.ipynb").read_bytes())
-        paths.append(copy)
-    start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        times = dict(zip(paths, pool.map(_execute, paths)))
-    total = time.perf_counter() - start
-    slowest = sorted(times.items(), key=lambda kv: -kv[1])[:3]
-    print(f"\nexecuted {len(paths)} student notebooks in {total:.0f} s (2 workers); slowest: "
-          + ", ".join(f"{p.stem} {t:.0f} s" for p, t in slowest))
+        for hit in BUILD_TALK.finditer(_markdown(_notebook(built, page))):
+            found.append(f"{page}: {hit.group(0)!r}")
+    assert not found, found

@@ -21,19 +21,27 @@ At the end of an HTML build, this writes into the site, under ``notebooks/``:
 The folder is what the Pages workflow publishes on the branch the launch buttons open (see
 ``book/_ext/repository.py``); the download button of each page offers its notebook.
 
-How a notebook installs ioattn: from the repository at the commit the site was built from
-(``pip install "ioattn @ git+https://github.com/<owner>/<name>.git@<sha>"``). A commit never
-changes, so a notebook opened from the branch or downloaded months ago still installs the
-package its text was written for, while the wheel on the site is replaced at every deployment;
-and nothing depends on where the site is served. Colab and Binder have git. The wheel is still
-in the site for readers of a local build (no repository known): the set-up cell installs a
-wheel found beside the notebook (or up to two folders above it), or says how to install ioattn.
+How a notebook installs ioattn (its first code cell, :func:`setup_source`; the practice
+notebooks have the same): where ioattn is missing, from the wheel ``ioattn-<version>.whl`` when
+it is beside the notebook (or up to two folders above it, as in the site's ``notebooks/``
+folder), else from the repository at the commit the site was built from (``pip install "ioattn
+@ git+https://github.com/<owner>/<name>.git@<sha>"``; with the ``teach`` extra for a notebook
+that makes or grades assignments). A commit never changes, so a notebook opened from the branch
+or downloaded months ago still installs the package its text was written for; Colab and Binder
+have git. pip's output is captured: when it fails, or when neither source is known (a local
+build), the cell's only output is one sentence, pip's last error line and what to do, and the
+notebook stops there.
+
+Links lead to the site: to ``IOATTN_SITE_URL``, the book's ``html_baseurl`` or GitHub Pages'
+address of the repository (:func:`site_url`); in a local build, where none is known, relative
+to the notebook's place in the site's ``notebooks/`` folder.
 """
 
 from __future__ import annotations
 
 import ast
 import posixpath
+import re
 import shutil
 import subprocess
 import sys
@@ -62,37 +70,136 @@ _GLUE_MODULES = {"myst_nb", "myst_nb.glue", "myst_nb.ext.glue"}
 
 
 # ------------------------------------------------------------------------------ the set-up cell
-def setup_source(requirement: str | None) -> str:
-    """The set-up cell: install ioattn where it is missing, from a wheel beside the notebook,
-    else from ``requirement`` (None: say how instead). A no-op where ioattn is installed."""
-    lines = [
-        "# Set-up: install ioattn, the package this notebook uses, where it is missing (on Colab,",
-        "# or on a fresh machine). Where ioattn is installed, this cell does nothing.",
-        "import importlib.util, pathlib, subprocess, sys",
-        "",
-        'if importlib.util.find_spec("ioattn") is None:',
-        "    here = pathlib.Path.cwd()",
-        "    # a wheel of the book's beside the notebook, or up to two folders above it",
-        '    wheels = sorted(w for folder in (here, *here.parents[:2])',
-        '                    for w in folder.glob("ioattn-*.whl"))',
-    ]
-    if requirement:
-        lines += [
-            f"    source = str(wheels[-1]) if wheels else {requirement!r}",
-            '    subprocess.run([sys.executable, "-m", "pip", "install", "-q", source],',
-            '                   check=True)',
-        ]
-    else:
-        lines += [
-            "    if not wheels:",
-            '        raise ModuleNotFoundError(',
-            '            "ioattn is not installed: put the wheel ioattn-*.whl of the book\'s "',
-            '            "notebooks folder next to this notebook, or run `pip install -e .` in a "',
-            '            "clone of the book\'s repository")',
-            '    subprocess.run([sys.executable, "-m", "pip", "install", "-q", str(wheels[-1])],'
-            " check=True)",
-        ]
+#: The extras of ioattn a notebook's code may need: the modules that show each is installed,
+#: and the code that needs it (making or grading assignments' notebooks needs the teach extra;
+#: checking an answer with ``ioattn.teach.check`` does not).
+EXTRAS = {"teach": ("jupytext", "nbformat", "copydetect")}
+_EXTRA_USES = {"teach": re.compile(
+    r"\bimport (nbformat|jupytext|copydetect)\b|\bfrom (nbformat|jupytext|copydetect)\b|"
+    r"\bioattn\.teach\.(build|grade|referee|runner|sandbox|similarity)\b|"
+    r"\bioattn (assign|grade|similar)\b|[\"']-m[\"'],\s*[\"']ioattn[\"']")}
+
+
+def extras_of(sources) -> list[str]:
+    """The extras of ioattn that code cells ``sources`` need (``teach`` for the assignments)."""
+    text = "\n".join(_without_comments(s) for s in sources)
+    return [name for name, uses in _EXTRA_USES.items() if uses.search(text)]
+
+
+def _without_comments(source: str) -> str:
+    """``source`` without its comments (a cell that does not tokenize stays as it is)."""
+    import io
+    import tokenize
+
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return source
+    lines = source.splitlines()
+    for t in tokens:
+        if t.type == tokenize.COMMENT:
+            (row, col), (_, end) = t.start, t.end
+            lines[row - 1] = lines[row - 1][:col] + lines[row - 1][end:]
     return "\n".join(lines)
+
+
+def dependencies() -> list[str]:
+    """The names of ioattn's dependencies, from pyproject.toml (for the set-up cell's advice)."""
+    from packaging.requirements import Requirement
+
+    try:
+        import tomllib
+    except ImportError:                                     # Python 3.10
+        return []
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    return [Requirement(r).name for r in tomllib.loads(text)["project"]["dependencies"]]
+
+
+def with_extras(requirement: str, extras) -> str:
+    """``ioattn @ URL`` (or a wheel's path) as ``ioattn[extras] @ URL`` (``PATH[extras]``)."""
+    if not extras:
+        return requirement
+    tag = "[" + ",".join(extras) + "]"
+    name, at, url = requirement.partition(" @ ")
+    return f"{name}{tag} @ {url}" if at else f"{requirement}{tag}"
+
+
+_SETUP = """\
+{comment}
+def _setup_ioattn():
+    import importlib, importlib.util, pathlib, re, subprocess, sys
+
+    class SetupError(Exception):
+        def _render_traceback_(self):          # Jupyter and Colab show the message alone
+            return [f"{{type(self).__name__}}: {{self}}"]
+
+    needs = {needs!r}
+    if all(importlib.util.find_spec(m) for m in needs):
+        return
+    wheel = "{wheel}"
+    the_wheel = f"the wheel {{wheel}} from the notebooks/ folder of the book's site"
+    here = pathlib.Path.cwd()
+    wheels = sorted(w for folder in (here, *here.parents[:2])
+                    for w in folder.glob("ioattn-*.whl"))
+    if wheels:
+        source = str(wheels[-1]){extras_suffix}
+        advice = ("Its dependencies come from the package index: connect to the network, "
+                  "or install them with pip ({deps}), and run this cell again")
+{otherwise}
+    print(f"Installing ioattn from {{source}} ...", flush=True)
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-color",
+                          source], capture_output=True, text=True)
+    if pip.returncode != 0:
+        text = re.sub(r"\\x1b\\[[0-9;]*[A-Za-z]", "", pip.stderr + pip.stdout)
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        errors = [line for line in lines if line.startswith("ERROR")] or lines or ["no output"]
+        raise SetupError(f"pip could not install ioattn ({{errors[-1]}}). {{advice}}.")
+    importlib.invalidate_caches()
+    if not all(importlib.util.find_spec(m) for m in needs):
+        raise SetupError("ioattn is installed, but this kernel does not see it yet: restart "
+                         "the kernel and run the notebook again.")
+    print("ioattn is installed.")
+
+
+_setup_ioattn()
+"""
+
+
+_FROM_REPOSITORY = """\
+    else:
+        source = {requirement!r}
+        advice = f"No network? Put {{the_wheel}} beside this notebook and run this cell again\""""
+_NO_SOURCE = """\
+    else:
+        raise SetupError(f"ioattn is not installed: put {{the_wheel}} beside this notebook and "
+                         "run this cell again.")"""
+
+
+def setup_source(requirement: str | None, wheel: str = "ioattn-<version>.whl",
+                 extras=()) -> str:
+    """The set-up cell: where ioattn (with ``extras``) is missing, install it from a wheel
+    ``ioattn-*.whl`` beside the notebook (or up to two folders above it: the site's
+    ``notebooks/`` folder), else from ``requirement`` (the repository at the site's commit; None:
+    none known), and say in one sentence what to do when neither works. pip runs with its output
+    captured: a failure shows pip's last error line and what to do, as the cell's only output
+    (an exception IPython shows without a traceback), and stops the notebook. A no-op where
+    ioattn is installed."""
+    import textwrap
+
+    needs = ["ioattn", *(m for e in extras for m in EXTRAS[e])]
+    comment = textwrap.fill(
+        "Set-up: install ioattn, the package this notebook uses, where it is missing (on Colab, "
+        f"or on a fresh machine): from the wheel {wheel} when it is beside this notebook, else "
+        + ("from the book's repository at the commit this notebook was made from"
+           if requirement else "say what to do")
+        + ". Where ioattn is installed, this cell does nothing.",
+        width=95, initial_indent="# ", subsequent_indent="# ")
+    otherwise = (_FROM_REPOSITORY.format(requirement=with_extras(requirement, extras))
+                 if requirement else _NO_SOURCE.format())
+    return _SETUP.format(
+        comment=comment, wheel=wheel, needs=needs, otherwise=otherwise,
+        extras_suffix=f' + "[{",".join(extras)}]"' if extras else "",
+        deps=" ".join(dependencies()) or "numpy and the others").rstrip("\n")
 
 
 # ------------------------------------------------------------------------------ the code cells
@@ -653,7 +760,8 @@ def notebook_pages(app) -> list[str]:
     return [d for d in app.env.all_docs if "kernelspec" in app.env.metadata.get(d, {})]
 
 
-def student_notebook(app, docname: str, site: str | None, requirement: str | None):
+def student_notebook(app, docname: str, site: str | None, requirement: str | None,
+                     wheel: str = "ioattn-<version>.whl"):
     """The student notebook of page ``docname``."""
     executed_path = Path(app.outdir).parent / "jupyter_execute" / f"{docname}.ipynb"
     executed = nbformat.read(executed_path, as_version=4)
@@ -666,7 +774,8 @@ def student_notebook(app, docname: str, site: str | None, requirement: str | Non
     intro = (f"This notebook is a page of {where}, with its code ready to run: run the cells "
              "in order. The first one installs `ioattn` where it is missing.")
     at = 1 if cells and cells[0].cell_type == "markdown" and cells[0].source.startswith("#") else 0
-    setup = nbformat.v4.new_code_cell(setup_source(requirement),
+    extras = extras_of(c.source for c in cells if c.cell_type == "code")
+    setup = nbformat.v4.new_code_cell(setup_source(requirement, wheel, extras),
                                       metadata={"tags": [SETUP_TAG]})
     cells[at:at] = [nbformat.v4.new_markdown_cell(intro), setup]
     nb = nbformat.v4.new_notebook(cells=cells)
@@ -722,8 +831,11 @@ def build_wheel(folder: Path) -> Path:
     return wheel
 
 
-def practice_notebooks(folder: Path) -> list[Path]:
-    """Each assignment's student notebook for the student id ``practice``."""
+def practice_notebooks(folder: Path, requirement: str | None = None,
+                       wheel: str = "ioattn-<version>.whl") -> list[Path]:
+    """Each assignment's student notebook for the student id ``practice``, with the set-up
+    cell of the student notebooks as its first code cell (the grader, where ioattn is
+    installed, finds it a no-op)."""
     from ioattn.teach import assignments, variant
     from ioattn.teach.build import build, personalize
 
@@ -732,9 +844,20 @@ def practice_notebooks(folder: Path) -> list[Path]:
         for name in assignments():
             built = build(name, tmp)
             path = personalize(built, variant(name, "practice"), tmp)
+            nb = nbformat.read(path, as_version=4)
+            code = [c.source for c in nb.cells if c.cell_type == "code"]
+            setup = nbformat.v4.new_code_cell(
+                setup_source(requirement, wheel, extras_of(code)),
+                metadata={"tags": [SETUP_TAG]})
+            first = next((i for i, c in enumerate(nb.cells) if c.cell_type == "code"),
+                         len(nb.cells))
+            nb.cells.insert(first, setup)
+            for i, cell in enumerate(nb.cells):
+                cell.id = f"cell-{i}"
+            nbformat.validate(nb)
             target = folder / "practice" / f"{name}.ipynb"
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, target)
+            nbformat.write(nb, target)
             out.append(target)
     return out
 
@@ -745,6 +868,20 @@ Generated by the book's build{commit}: each page of the book as a notebook
 (`book/`), and each classroom assignment's practice notebook (`practice/`). The launch buttons
 of the book's pages open these notebooks on Colab and Binder.
 """
+
+
+def site_url(config, repo) -> str | None:
+    """The published site's address, ending with ``/``, that the notebooks' links lead to:
+    ``IOATTN_SITE_URL``, else the book's ``html_baseurl`` (``html: baseurl:`` in
+    ``_config.yml``), else GitHub Pages' address of the repository the build runs in; None
+    when none is known (a local build: the links are then relative to the notebook's place in
+    the site's ``notebooks/`` folder)."""
+    import os
+
+    given = (os.environ.get("IOATTN_SITE_URL") or getattr(config, "html_baseurl", "") or "")
+    if given.strip():
+        return given.strip().rstrip("/") + "/"
+    return repo.site if repo else None
 
 
 def write_notebooks(app, exception):
@@ -759,17 +896,18 @@ def write_notebooks(app, exception):
     if folder.exists():
         shutil.rmtree(folder)
     wheel = build_wheel(folder)
-    site = repo.site if repo else None
+    site = site_url(app.config, repo)
     requirement = repo.requirement if repo else None
     pages = sorted(notebook_pages(app))
     for docname in pages:
-        nb = student_notebook(app, docname, site, requirement)
+        nb = student_notebook(app, docname, site, requirement, wheel.name)
         target = folder / f"{docname}.ipynb"
         target.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, target)
-    practice_notebooks(folder)
-    (folder / "requirements.txt").write_text(
-        f"{requirement if requirement else wheel.name}\nipywidgets>=8\n", encoding="utf-8")
+    practice_notebooks(folder, requirement, wheel.name)
+    # Binder: what every notebook needs (the assignments' pages and notebooks, the teach extra).
+    binder = with_extras(requirement if requirement else wheel.name, ["teach"])
+    (folder / "requirements.txt").write_text(f"{binder}\nipywidgets>=8\n", encoding="utf-8")
     commit = f" from {repo.url}/commit/{repo.sha}" if repo and repo.sha else ""
     (folder / "README.md").write_text(README.format(project=app.config.html_title, commit=commit),
                                       encoding="utf-8")
