@@ -534,10 +534,11 @@ def gpu_facts(gpu) -> dict[str, str]:
 def gpu_hierarchy(gpu="H100", ax=None):
     """One GPU's memory hierarchy, with its sizes and bandwidth from :data:`ioattn.gpus.GPUS`.
 
-    From the top: the board's HBM, the bandwidth between it and the chip, the L2 cache every SM
-    shares, a row of SMs, and one SM opened up: its register file, its shared memory cut into
-    :data:`SHARED_BANKS` banks, a warp of :data:`WARP_THREADS` threads, and its tensor cores.
-    The chip's FP32 and 16-bit tensor-core peaks are printed below.
+    From the top: the board's global memory (HBM; GDDR6 on a T4), the bandwidth between it and
+    the chip, the L2 cache every SM shares, a row of SMs, and one SM opened up: its register
+    file, its shared memory cut into :data:`SHARED_BANKS` banks, a warp of :data:`WARP_THREADS`
+    threads, and its tensor cores. The chip's FP32 and 16-bit tensor-core peaks are printed
+    below.
 
     Parameters
     ----------
@@ -559,8 +560,8 @@ def gpu_hierarchy(gpu="H100", ax=None):
     W, grey = 10.0, "#f7f7f7"
     # HBM, the bandwidth to the chip, L2
     _box(ax, 0, 12.0, W, 1.3, color=grey, gid="hbm")
-    ax.text(W / 2, 12.65, f"HBM (off the chip): {facts['memory']}", ha="center", va="center",
-            fontsize=FONT)
+    ax.text(W / 2, 12.65, f"global memory (off the chip): {facts['memory']}", ha="center",
+            va="center", fontsize=FONT)
     a = ax.annotate("", xy=(W / 2, 11.0), xytext=(W / 2, 12.0),
                     arrowprops=dict(arrowstyle="<|-|>", lw=1.5, color="k"))
     a.set_gid("bandwidth")
