@@ -551,8 +551,8 @@ def gpu_hierarchy(gpu="H100", ax=None):
     -------
     matplotlib.axes.Axes
         Patches with gid ``"hbm"``, ``"l2"``, ``"sm"`` (the row, and the opened one),
-        ``"registers"``, ``"shared memory"``, ``"bank"`` (one per bank), ``"lane"`` (one per thread of the warp)
-        and ``"tensor cores"``; an arrow with gid ``"bandwidth"``.
+        ``"registers"``, ``"shared memory"``, ``"bank"`` (one per bank), ``"lane"`` (one per
+        thread of the warp) and ``"tensor cores"``; an arrow with gid ``"bandwidth"``.
     """
     facts = gpu_facts(gpu)
     if ax is None:
