@@ -457,3 +457,150 @@ def mask_images(masks: dict, blocks: dict | None = None, *, columns: int = 2, fi
     for ax in axes[len(masks):]:
         ax.set_axis_off()
     return list(axes[:len(masks)])
+
+
+# -------------------------------------------------------------------------- one GPU
+#: Threads of a warp and banks of shared memory (4 bytes wide each) on every NVIDIA GPU of
+#: :data:`ioattn.gpus.GPUS`: ``warpSize`` and "Shared memory has 32 banks ... successive 32-bit
+#: words map to successive banks", CUDA C++ Programming Guide, release 12.4, "Compute
+#: Capabilities" (sections 5.x to 9.0, Shared Memory).
+WARP_THREADS = 32
+SHARED_BANKS = 32
+BANK_BYTES = 4
+
+
+def _kb(nbytes: int) -> str:
+    """Bytes in KB of 1,024 bytes, as the CUDA documentation counts them."""
+    return f"{nbytes / 1024:,.0f} KB" if nbytes % 1024 == 0 else f"{nbytes:,} bytes"
+
+
+def _tflops(ops: int) -> str:
+    """Operations per second in TFLOP/s, as the datasheet prints them (no trailing zeros)."""
+    return f"{ops / 10**12:,.1f}".removesuffix(".0") + " TFLOP/s"
+
+
+def _cell(ax, x, y, w, h, color, gid):
+    """A small thin-edged rectangle: one bank, one thread."""
+    from matplotlib.patches import Rectangle
+
+    r = Rectangle((x, y), w, h, facecolor=color, edgecolor="k", lw=0.4, gid=gid)
+    ax.add_patch(r)
+    return r
+
+
+def gpu_facts(gpu) -> dict[str, str]:
+    """The figures of one GPU that :func:`gpu_hierarchy` draws, as its labels print them.
+
+    Parameters
+    ----------
+    gpu : str or ioattn.gpus.GPU
+        A key of :data:`ioattn.gpus.GPUS` (``"H100"``) or one of its values.
+
+    Returns
+    -------
+    dict of str to str
+        ``name``, ``memory`` (the board's memory, from its ``variant``), ``bandwidth`` (GB/s),
+        ``registers``, ``shared_per_sm``, ``shared_per_block``, ``fp32`` and ``tensor`` (the
+        dense 16-bit tensor-core peak; bfloat16 where the datasheet has one, else float16).
+    """
+    import re
+
+    from .gpus import GPU, GPUS
+
+    if isinstance(gpu, str):
+        if gpu not in GPUS:
+            raise ValueError(f"gpu: unknown GPU {gpu!r}; ioattn.gpus has {', '.join(GPUS)}")
+        gpu = GPUS[gpu]
+    if not isinstance(gpu, GPU):
+        raise TypeError(f"gpu must be a key of ioattn.gpus.GPUS or a GPU, got {type(gpu).__name__}")
+    memory = re.search(r"(\d+) GB", gpu.variant)
+    if memory is None or not gpu.bandwidth or "float32" not in gpu.peak:
+        raise ValueError(f"gpu: {gpu.name} has no board memory, bandwidth or FP32 peak recorded")
+    sixteen = "bfloat16" if "bfloat16" in gpu.peak else "float16"
+    return {
+        "name": gpu.name,
+        "memory": f"{memory.group(1)} GB",
+        "bandwidth": f"{gpu.bandwidth / 10**9:,.0f} GB/s",
+        "registers": _kb(gpu.registers_per_sm),
+        "register_count": f"{gpu.registers_per_sm // 4:,}",
+        "shared_per_sm": _kb(gpu.shared_per_sm),
+        "shared_per_block": _kb(gpu.shared_per_block),
+        "fp32": _tflops(gpu.peak["float32"]),
+        "tensor": _tflops(gpu.peak[sixteen]),
+        "tensor_dtype": sixteen,
+    }
+
+
+def gpu_hierarchy(gpu="H100", ax=None):
+    """One GPU's memory hierarchy, with its sizes and bandwidth from :data:`ioattn.gpus.GPUS`.
+
+    From the top: the board's global memory (HBM; GDDR6 on a T4), the bandwidth between it and
+    the chip, the L2 cache every SM shares, a row of SMs, and one SM opened up: its register
+    file, its shared memory cut into :data:`SHARED_BANKS` banks, a warp of :data:`WARP_THREADS`
+    threads, and its tensor cores. The chip's FP32 and 16-bit tensor-core peaks are printed
+    below.
+
+    Parameters
+    ----------
+    gpu : str or ioattn.gpus.GPU
+        Which GPU (default ``"H100"``, the SXM5 board).
+    ax : matplotlib.axes.Axes, optional
+        Where to draw (a new figure of the book's width if None).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        Patches with gid ``"hbm"``, ``"l2"``, ``"sm"`` (the row, and the opened one),
+        ``"registers"``, ``"shared memory"``, ``"bank"`` (one per bank), ``"lane"`` (one per
+        thread of the warp) and ``"tensor cores"``; an arrow with gid ``"bandwidth"``.
+    """
+    facts = gpu_facts(gpu)
+    if ax is None:
+        _, ax = subplots(height=6.2)
+    W, grey = 10.0, "#f7f7f7"
+    # HBM, the bandwidth to the chip, L2
+    _box(ax, 0, 12.0, W, 1.3, color=grey, gid="hbm")
+    ax.text(W / 2, 12.65, f"global memory (off the chip): {facts['memory']}", ha="center",
+            va="center", fontsize=FONT)
+    a = ax.annotate("", xy=(W / 2, 11.0), xytext=(W / 2, 12.0),
+                    arrowprops=dict(arrowstyle="<|-|>", lw=1.5, color="k"))
+    a.set_gid("bandwidth")
+    ax.text(W / 2 + 0.3, 11.5, facts["bandwidth"], va="center", fontsize=FONT)
+    _box(ax, 0, 9.8, W, 1.2, "L2 cache, shared by all SMs", color=grey, gid="l2")
+    # a row of SMs; the first one is opened below
+    for k in range(5):
+        _box(ax, k * 1.7, 8.4, 1.4, 0.9, "SM", color="#deebf7" if k == 0 else "white",
+             gid="sm")
+    ax.text(5 * 1.7 + 0.5, 8.85, "…", ha="center", va="center", fontsize=FONT)
+    ax.plot([0, 0], [8.4, 7.6], color="k", lw=0.8, ls=":")
+    ax.plot([1.4, W], [8.4, 7.6], color="k", lw=0.8, ls=":")
+    _box(ax, 0, 0, W, 7.6, color="#deebf7", gid="sm")
+    ax.text(0.2, 7.3, "one SM (streaming multiprocessor)", va="top", fontsize=FONT)
+    # registers and shared memory
+    _box(ax, 0.3, 5.45, W - 0.6, 1.1, f"registers: {facts['registers']} "
+         f"({facts['register_count']} × 32 bits)", gid="registers")
+    _box(ax, 0.3, 3.35, W - 0.6, 1.9, color="white", gid="shared memory")
+    ax.text(W / 2, 4.85, f"shared memory: up to {facts['shared_per_sm']}", ha="center",
+            va="center", fontsize=FONT)
+    step = (W - 1.0) / SHARED_BANKS
+    for b in range(SHARED_BANKS):
+        _cell(ax, 0.5 + b * step, 3.95, step, 0.45,
+              ARRAY_COLOURS["K"] if b % 2 else ARRAY_COLOURS["Q"], "bank")
+    ax.text(W / 2, 3.65, f"{SHARED_BANKS} banks, {BANK_BYTES} bytes wide", ha="center",
+            va="center", fontsize=FONT)
+    # a warp, and the tensor cores
+    ax.text(0.3, 2.85, f"a warp: {WARP_THREADS} threads in lockstep", va="center",
+            fontsize=FONT)
+    for t in range(WARP_THREADS):
+        _cell(ax, 0.5 + t * step, 2.05, step, 0.45, ARRAY_COLOURS["V"], "lane")
+    _box(ax, 0.3, 0.3, W - 0.6, 1.3, f"tensor cores: small matrix\nproducts in 16 bits",
+         color="white", gid="tensor cores")
+    ax.text(0, -0.3, f"whole {facts['name']} chip: {facts['fp32']} FP32,\n{facts['tensor']} "
+            f"{facts['tensor_dtype']} on the tensor cores", va="top", fontsize=FONT)
+    ax.set_xlim(-0.1, W + 0.1)
+    ax.set_ylim(-1.6, 13.4)
+    _bare(ax)
+    return ax
+
+
+__all__ += ["gpu_facts", "gpu_hierarchy"]

@@ -143,3 +143,50 @@ def test_mask_images_show_the_masks_and_their_nonempty_blocks():
     assert len(gids(axes[2], "nonempty block")) == int(causal_blocks.sum()) == 6
     assert len(gids(axes[3], "nonempty block")) == 4       # round(1/4 of 16 blocks)
     assert problems(axes[0].figure) == []
+
+
+@pytest.mark.parametrize("name", ["T4", "A100", "H100", "H200"])
+def test_gpu_hierarchy_prints_the_figures_of_ioattn_gpus(name):
+    from ioattn.gpus import GPUS
+
+    gpu = GPUS[name]
+    ax = diagrams.gpu_hierarchy(name)
+    words = " ".join(texts(ax))
+    # every figure drawn is the GPU's record, formatted, and nothing else stands in for it
+    assert f"{gpu.bandwidth // 10**9:,} GB/s" in words
+    assert f"up to {gpu.shared_per_sm // 1024:,} KB" in words
+    registers = f"{gpu.registers_per_sm // 1024} KB ({gpu.registers_per_sm // 4:,} × 32 bits)"
+    assert f"registers: {registers}" in words
+    assert gpu.variant.split(", ")[1] in words                      # "80 GB"
+    fp32 = gpu.peak["float32"] / 10**12
+    assert f"{fp32:g} TFLOP/s FP32" in words
+    sixteen = "bfloat16" if "bfloat16" in gpu.peak else "float16"
+    assert f"{gpu.peak[sixteen] / 10**12:g} TFLOP/s {sixteen}" in words
+    assert len(gids(ax, "bank")) == diagrams.SHARED_BANKS == 32
+    assert len(gids(ax, "lane")) == diagrams.WARP_THREADS == 32
+    assert len(gids(ax, "sm")) == 6                                  # a row of five, one opened
+    for gid in ("hbm", "l2", "registers", "shared memory", "tensor cores"):
+        assert len(gids(ax, gid)) == 1, gid
+    assert [t.get_gid() for t in ax.texts if t.get_gid()] == ["bandwidth"]
+
+
+def test_gpu_hierarchy_differs_between_gpus_and_keeps_the_books_style():
+    from ioattn.plotting import problems
+
+    t4, h100 = (diagrams.gpu_hierarchy(g) for g in ("T4", "H100"))
+    assert "320 GB/s" in texts(t4) and "3,350 GB/s" in texts(h100)
+    assert "65 TFLOP/s float16" in " ".join(texts(t4))              # the T4 has no bfloat16
+    assert problems(h100.figure) == [] and problems(t4.figure) == []
+
+
+def test_gpu_facts_refuses_what_is_not_a_gpu():
+    from ioattn.gpus import GPUS
+
+    with pytest.raises(ValueError, match="gpu: unknown GPU 'V100'"):
+        diagrams.gpu_facts("V100")
+    with pytest.raises(TypeError, match="gpu must be a key"):
+        diagrams.gpu_facts(3)
+    bare = GPUS["H100"]._replace(variant="SXM5", bandwidth=0)
+    with pytest.raises(ValueError, match="no board memory, bandwidth or FP32 peak"):
+        diagrams.gpu_facts(bare)
+    assert diagrams.gpu_facts(GPUS["H100"]) == diagrams.gpu_facts("H100")
