@@ -11,7 +11,9 @@ what they say, in the book's style (:mod:`ioattn.plotting`):
 - :func:`square_tiles`: the tiles and strips of both products of a square-tiling plan;
 - :func:`hong_kung_parts`: a pebble game's moves cut into segments of ``M`` I/Os, and the
   parts of the graph that the segments compute (:func:`ioattn.pebble.hong_kung_partition`);
-- :func:`mask_images`: masks as pictures, with the blocks a plan would visit.
+- :func:`mask_images`: masks as pictures, with the blocks a plan would visit;
+- :func:`gpu_hierarchy`: one GPU's memory levels and compute units, every size and rate read
+  from :mod:`ioattn.gpus` (:func:`gpu_facts` gives the figures it writes).
 
 Every drawn element that stands for something of the plan carries a ``gid`` (``"block"``,
 ``"tile"``, ``"part"``, ...), so tests can count what was drawn against the plan.
@@ -24,7 +26,7 @@ from .masks import Mask, block_sizes
 from .plotting import FONT, STYLE, WIDTH, subplots
 
 __all__ = ["memory_hierarchy", "working_set", "flash_tiling", "visit_order", "square_tiles",
-           "hong_kung_parts", "mask_images"]
+           "hong_kung_parts", "mask_images", "gpu_facts", "gpu_hierarchy"]
 
 #: Colours of the arrays, shared by the diagrams.
 ARRAY_COLOURS = {"Q": "#9ecae1", "K": "#fdae6b", "V": "#a1d99b", "O": "#bcbddc",
@@ -601,6 +603,3 @@ def gpu_hierarchy(gpu="H100", ax=None):
     ax.set_ylim(-1.6, 13.4)
     _bare(ax)
     return ax
-
-
-__all__ += ["gpu_facts", "gpu_hierarchy"]

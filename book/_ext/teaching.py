@@ -40,6 +40,10 @@ MAX_SCREENS = 25
 UNCHECKED_SECTIONS = re.compile(
     r"^(exercises|takeaways?|summary|notes|further reading|references|bibliography|sources"
     r"|notes and references|what this chapter (shows|does)|what comes next)\b", re.I)
+#: Labs: chapters whose main sections are the steps of a measurement (set up, measure, save);
+#: only the sections that teach (a prediction, a comparison) need a check of understanding.
+LABS = {"gpu_measure": ("Settings", "Is there a GPU?", "Measure", "Save the result",
+                        "Contribute your measurement")}
 #: A difficulty: one to three stars, then the exercise's title.
 DIFFICULTY = re.compile(r"^(★{1,3})(?!★)(\s+\S.*)?$")
 #: Sentences about the build, the tests or the checks, which the student's text never has.
@@ -87,8 +91,10 @@ class Page:
 
     @property
     def unchecked(self) -> list[str]:
-        """The main sections with no check of understanding."""
-        return [s.title for s in self.sections if s.needs_check and not s.checks]
+        """The main sections with no check of understanding (a lab's steps need none)."""
+        steps = LABS.get(self.path.stem, ())
+        return [s.title for s in self.sections
+                if s.needs_check and not s.checks and s.title not in steps]
 
 
 def _prose_lines(text: str):
