@@ -84,25 +84,37 @@ def test_no_page_carries_more_than_a_megabyte_of_figures(built):
     assert not heavy, f"pages with more than {teaching.MAX_FIGURE_BYTES} bytes of figures: {heavy}"
 
 
+#: Chapters still taller than the limit, to be split or shortened: each must still be taller (so
+#: the list shrinks as they are fixed), and no other page may grow past the limit.
+STILL_TALL: set[str] = set()
+
+
 def test_on_a_phone_every_page_is_short_its_formulas_whole_and_its_headers_unbroken(
         built, site, browser):
-    limit = teaching.MAX_SCREENS * PHONE["height"]
-    tall, cut, broken = {}, {}, {}
+    screens, cut, broken = {}, {}, {}
     for name in _pages(built):
         visit = Visit(browser, site + name, **PHONE)
         try:
-            height = teaching.page_height(visit.page, site + name)
-            if height > limit:
-                tall[name] = round(height / PHONE["height"], 1)
+            screens[name] = teaching.page_height(visit.page, site + name) / PHONE["height"]
             if found := visit.page.evaluate(CUT_INLINE_FORMULAS):
                 cut[name] = found
             if found := visit.page.evaluate(BROKEN_HEADER_WORDS):
                 broken[name] = found
         finally:
             visit.close()
-    assert not tall, f"pages taller than {teaching.MAX_SCREENS} phone screens: {tall}"
-    assert not cut, f"inline formulas cut off on a phone: {cut}"
-    assert not broken, f"table headers broken inside a word on a phone: {broken}"
+    tall = {n: round(h, 1) for n, h in screens.items()
+            if h > teaching.MAX_SCREENS and n not in STILL_TALL}
+    fixed = sorted(n for n in STILL_TALL if screens.get(n, 0) <= teaching.MAX_SCREENS)
+    problems = []
+    if tall:
+        problems.append(f"pages taller than {teaching.MAX_SCREENS} phone screens: {tall}")
+    if fixed:
+        problems.append(f"no longer too tall, take them off STILL_TALL: {fixed}")
+    if cut:
+        problems.append(f"inline formulas cut off on a phone: {cut}")
+    if broken:
+        problems.append(f"table headers broken inside a word on a phone: {broken}")
+    assert not problems, "\n".join(problems)
 
 
 def test_a_solutions_title_unfolds_it_and_the_page_stays(built, site, browser):
