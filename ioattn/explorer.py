@@ -864,7 +864,8 @@ KINDS = {(False, False): "forward", (True, False): "backward", (False, True): "c
          (True, True): "causal_backward"}
 
 
-#: Helpers of both scripts: thousands separators, tenths of a pixel, :func:`ratio_text`.
+#: Helpers of both scripts: thousands separators, tenths of a pixel, :func:`ratio_text`, and
+#: the handlers of the step and choice buttons.
 _HELPERS = """  function commas(n) { return String(n).replace(/\\B(?=(\\d{3})+(?!\\d))/g, ","); }
   function tenth(v) { return Math.round(10 * v) / 10; }
   function ratio(a, b) {            /* ioattn.explorer.ratio_text, on BigInt */
@@ -881,6 +882,18 @@ _HELPERS = """  function commas(n) { return String(n).replace(/\\B(?=(\\d{3})+(?
       t = t.slice(0, t.length - p) + "." + t.slice(t.length - p);
     }
     return t + "\\u00d7";
+  }
+  /* the buttons - and + move slider s by one step; buttons bs set state[what] (each script
+     has its own state and show) */
+  function step(by, s) { return function () { s.value = String(+s.value + by); show(); }; }
+  function choose(bs, what) {
+    for (var b = 0; b < bs.length; b++)
+      (function (el) {
+        el.addEventListener("click", function () {
+          state[what] = el.getAttribute("data-value");
+          show();
+        });
+      })(bs[b]);
   }
 """
 
@@ -1039,16 +1052,6 @@ _SCRIPT = """(function () {
     var tags = (back ? ["backward pass"] : []).concat(causal ? ["causal mask"] : []);
     outWords.textContent = words(c, M, k);
     outNumbers.textContent = numbers(c, N, d, M, k, tags);
-  }
-  function step(by, s) { return function () { s.value = String(+s.value + by); show(); }; }
-  function choose(bs, what) {
-    for (var b = 0; b < bs.length; b++)
-      (function (el) {
-        el.addEventListener("click", function () {
-          state[what] = el.getAttribute("data-value");
-          show();
-        });
-      })(bs[b]);
   }
   sM.addEventListener("input", show);
   sd.addEventListener("input", show);
@@ -1320,16 +1323,6 @@ _PSCRIPT = """(function () {
     outd.textContent = "d = " + d;
     pWords.textContent = pwords(side, bound, tp, N, back);
     pNumbers.textContent = pnumbers(side, bound, tp, N, d, tags);
-  }
-  function step(by, s) { return function () { s.value = String(+s.value + by); show(); }; }
-  function choose(bs, what) {
-    for (var b = 0; b < bs.length; b++)
-      (function (el) {
-        el.addEventListener("click", function () {
-          state[what] = el.getAttribute("data-value");
-          show();
-        });
-      })(bs[b]);
   }
   sP.addEventListener("input", show);
   sN.addEventListener("input", show);

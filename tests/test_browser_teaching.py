@@ -6,26 +6,12 @@ phone, long proofs folded, and a solution's title that unfolds the solution inst
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
 
-from .conftest import ROOT
 from .test_browser import PHONE, RESPONSE, Visit, _pages, browser, site  # noqa: F401
+from .test_teaching import teaching
 
 pytestmark = pytest.mark.book
-
-
-def _teaching():
-    spec = importlib.util.spec_from_file_location("teaching", ROOT / "book/_ext/teaching.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-teaching = _teaching()
 
 #: The words of visible table headers that the browser broke across lines (a word is split at
 #: spaces, hyphens, dashes and slashes, where a break is allowed).
