@@ -48,10 +48,10 @@ CUT_INLINE_FORMULAS = """() => {
     let clip = Infinity, scrolls = false;
     for (let e = s.parentElement; e && e !== document.body; e = e.parentElement) {
       const o = getComputedStyle(e).overflowX;
+      // inside a box that scrolls sideways (a wide table), the reader scrolls to it
+      if (o === 'auto' || o === 'scroll') { scrolls = true; break; }
       if (o === 'hidden' || o === 'clip') clip = Math.min(clip, e.getBoundingClientRect().right);
-      scrolls = scrolls || o === 'auto' || o === 'scroll';
     }
-    // inside a box that scrolls sideways (a wide table), the reader scrolls to it
     if (!scrolls) clip = Math.min(clip, window.innerWidth);
     const hidden = s.scrollWidth - s.clientWidth;
     const past = m.getBoundingClientRect().right - clip;
