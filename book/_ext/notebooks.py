@@ -365,6 +365,11 @@ def _code_span(text: str) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
+def _details(summary: str, body: str) -> str:
+    """A folded box, as the site folds it: ``<details>`` with its title as the summary."""
+    return f"<details>\n<summary>{summary}</summary>\n\n{body}\n\n</details>"
+
+
 def _headed(head: str, body: str) -> str:
     """``head`` run into the first paragraph of ``body``, or on a line of its own when the body
     starts with a list, a formula, a table or a quote."""
@@ -530,8 +535,16 @@ class Converter:
         if kind == "exercise_enumerable_node" or kind == "exercise_unenumerable_node":
             return self.exercise(node, level)
         if kind == "solution_node":
-            body = self.blocks_without_title(node, level)
-            return f"<details>\n<summary>Solution</summary>\n\n{body}\n\n</details>"
+            return _details("Solution", self.blocks_without_title(node, level))
+        if kind == "dropdown_main":            # sphinx-design's {dropdown}: folded here too
+            title = next((c for c in node.children if type(c).__name__ == "dropdown_title"), None)
+            head = self.summary(title) if title is not None else "Details"
+            return _details(head, "\n\n".join(t for c in node.children if c is not title
+                                               for t in [self.block(c, level)] if t))
+        if isinstance(node, nodes.Admonition) and "dropdown" in node["classes"]:
+            title = next((c for c in node.children if isinstance(c, nodes.title)), None)
+            head = self.summary(title) if title is not None else "Details"
+            return _details(head, self.blocks_without_title(node, level))
         if isinstance(node, nodes.Admonition):
             title = next((c for c in node.children if isinstance(c, nodes.title)), None)
             head = self.inline(title) if title else node.tagname.replace("_", " ").title()
@@ -690,6 +703,15 @@ class Converter:
         head = f"**{realtype.title()}{' ' + number if number else ''}"
         head += f" ({name}).**" if name else ".**"
         return _headed(head, body)
+
+    def summary(self, title) -> str:
+        """The text of a fold's title, without the marker the site draws beside it."""
+        parts = [self.inline(c) if isinstance(c, nodes.Element) else _escape(c.astext())
+                 for c in title.children
+                 if not (isinstance(c, nodes.Element)
+                         and "sd-summary-state-marker" in c.get("classes", []))
+                 and not isinstance(c, nodes.raw)]
+        return "".join(parts).strip()
 
     def exercise(self, node, level) -> str:
         number = self.number(node, "exercise")
