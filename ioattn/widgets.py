@@ -89,6 +89,18 @@ def _beside(text, M: float, xlim, dy: float) -> None:
     text.xyann = (-4 if right else 4, dy)
 
 
+def _offered(value, name: str, most: int, slider):
+    """``value`` checked as a size of the explorer (:func:`ioattn.explorer.explorer_size`) and as
+    one of the values ``slider`` offers; None stays None (nothing to change)."""
+    if value is None:
+        return None
+    value = explorer_size(value, name, most)
+    if value not in slider.options:
+        raise ValueError(f"{name} = {value} is not one of the explorer's {name}: "
+                         f"{list(slider.options)}")
+    return value
+
+
 def _P(value, Ps) -> int:
     """``value`` as one of the panel's processor counts ``Ps``."""
     value = as_count(value, "P")
@@ -563,12 +575,8 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
         # every value checked before any control moves: a bad one changes nothing
         causal = None if causal is None else as_flag(causal, "causal")
         backward = None if backward is None else as_flag(backward, "backward")
-        N = None if N is None else explorer_size(N, "N", N_MAX)
-        if N is not None and N not in sN.options:
-            raise ValueError(f"N = {N} is not one of the explorer's N: {list(sN.options)}")
-        d = None if d is None else explorer_size(d, "d", D_MAX)
-        if d is not None and d not in sd.options:
-            raise ValueError(f"d = {d} is not one of the explorer's d: {list(sd.options)}")
+        N = _offered(N, "N", N_MAX, sN)
+        d = _offered(d, "d", D_MAX, sd)
         log2_M = None if log2_M is None else _log2_M(log2_M, sd.value if d is None else d)
         names = None if names is None else set(as_names(names, "names", all_names))
         busy[0] = True
@@ -737,12 +745,8 @@ def parallel_explorer(N: int = 4096, d: int = 64, P: int | None = None, *,
         redraw once; returns the panel's HTML."""
         causal = None if causal is None else as_flag(causal, "causal")
         backward = None if backward is None else as_flag(backward, "backward")
-        N = None if N is None else explorer_size(N, "N", N_MAX)
-        if N is not None and N not in sN.options:
-            raise ValueError(f"N = {N} is not one of the explorer's N: {list(sN.options)}")
-        d = None if d is None else explorer_size(d, "d", D_MAX)
-        if d is not None and d not in sd.options:
-            raise ValueError(f"d = {d} is not one of the explorer's d: {list(sd.options)}")
+        N = _offered(N, "N", N_MAX, sN)
+        d = _offered(d, "d", D_MAX, sd)
         P = None if P is None else _P(P, Ps)
         busy[0] = True
         try:
