@@ -21,6 +21,7 @@ Every drawn element that stands for something of the plan carries a ``gid`` (``"
 
 from __future__ import annotations
 
+from ._validate import as_real
 from .algorithms.base import ceil_div
 from .masks import Mask, block_sizes
 from .plotting import FONT, STYLE, WIDTH, subplots
@@ -394,7 +395,8 @@ def hong_kung_parts(game, ax=None, pos=None):
 
 
 # -------------------------------------------------------------------------------- masks
-def mask_images(masks: dict, blocks: dict | None = None, *, columns: int = 2, fig=None):
+def mask_images(masks: dict, blocks: dict | None = None, *, columns: int = 2, fig=None,
+                height: float = 2.7):
     """Masks as pictures: True (attend) dark, False light, one panel each.
 
     Parameters
@@ -409,6 +411,8 @@ def mask_images(masks: dict, blocks: dict | None = None, *, columns: int = 2, fi
         Panels per row.
     fig : matplotlib.figure.Figure, optional
         Where to draw (a new figure of the book's width if None).
+    height : float
+        Height of each row of panels in inches, for a new figure (positive).
 
     Returns
     -------
@@ -427,7 +431,8 @@ def mask_images(masks: dict, blocks: dict | None = None, *, columns: int = 2, fi
     blocks = blocks or {}
     rows = ceil_div(len(masks), columns)
     if fig is None:
-        fig = plt.figure(figsize=(WIDTH, 2.7 * rows), layout="constrained")
+        height = as_real(height, "height", positive=True)
+        fig = plt.figure(figsize=(WIDTH, height * rows), layout="constrained")
     axes = fig.subplots(rows, columns, squeeze=False).ravel()
     cmap = ListedColormap(["#f0f0f0", STYLE["flash"]["color"]])
     for ax, (title, m) in zip(axes, masks.items()):

@@ -190,3 +190,14 @@ def test_gpu_facts_refuses_what_is_not_a_gpu():
     with pytest.raises(ValueError, match="no board memory, bandwidth or FP32 peak"):
         diagrams.gpu_facts(bare)
     assert diagrams.gpu_facts(GPUS["H100"]) == diagrams.gpu_facts("H100")
+
+
+def test_mask_images_rows_take_the_height_asked_for():
+    shown = {"a": masks.causal(4), "b": masks.causal(4), "c": masks.causal(4)}
+    axes = diagrams.mask_images(shown, height=2.2)
+    assert axes[0].figure.get_size_inches()[1] == pytest.approx(4.4)    # two rows of 2.2 in
+    plt.close(axes[0].figure)
+    with pytest.raises(ValueError, match="height must be positive"):
+        diagrams.mask_images(shown, height=0)
+    with pytest.raises(TypeError, match="height must be a number"):
+        diagrams.mask_images(shown, height="tall")
