@@ -14,6 +14,7 @@ installs Debian's package when it is missing).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -53,11 +54,11 @@ class _Quiet(SimpleHTTPRequestHandler):
         pass
 
 
-@pytest.fixture(scope="module")
-def site(built):
-    """The built HTML served on localhost; yields its base URL."""
+@contextlib.contextmanager
+def serve(folder: Path):
+    """``folder`` served on localhost while the block runs; yields its base URL."""
     server = ThreadingHTTPServer(("127.0.0.1", 0),
-                                 functools.partial(_Quiet, directory=str(built)))
+                                 functools.partial(_Quiet, directory=str(folder)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -65,6 +66,13 @@ def site(built):
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture(scope="module")
+def site(built):
+    """The built HTML served on localhost; yields its base URL."""
+    with serve(built) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -293,13 +293,9 @@ def test_wide_screen_draws_the_wide_graph(site, browser, shots):  # noqa: F811
 def explorer_url(tmp_path_factory):
     """The book's explorer at one N (N = 4096; d = 32, 64, 128, 256) on a page of its own,
     served from localhost: what the crossover chapter embeds, without building the book."""
-    import functools
-    import threading
-    from http.server import ThreadingHTTPServer
-
     from ioattn.explorer import static_explorer, static_parallel_explorer
 
-    from .test_browser import _Quiet
+    from .test_browser import serve
 
     folder = tmp_path_factory.mktemp("explorer")
     (folder / "explorer.html").write_text(
@@ -314,15 +310,8 @@ def explorer_url(tmp_path_factory):
         'style="margin:0 16px;font-family:sans-serif">'
         + static_parallel_explorer(4096, ds=(32, 64, 128, 256)) + "</body></html>",
         encoding="utf-8")
-    server = ThreadingHTTPServer(("127.0.0.1", 0),
-                                 functools.partial(_Quiet, directory=str(folder)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/explorer.html"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve(folder) as url:
+        yield url + "explorer.html"
 
 
 def _line_x(ex, selector: str) -> float:
