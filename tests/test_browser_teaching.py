@@ -70,11 +70,6 @@ def test_no_page_carries_more_than_a_megabyte_of_figures(built):
     assert not heavy, f"pages with more than {teaching.MAX_FIGURE_BYTES} bytes of figures: {heavy}"
 
 
-#: Chapters still taller than the limit, to be split or shortened: each must still be taller (so
-#: the list shrinks as they are fixed), and no other page may grow past the limit.
-STILL_TALL = {"book/small_cache.html"}
-
-
 def test_on_a_phone_every_page_is_short_its_formulas_whole_and_its_headers_unbroken(
         built, site, browser):
     screens, cut, broken = {}, {}, {}
@@ -88,14 +83,10 @@ def test_on_a_phone_every_page_is_short_its_formulas_whole_and_its_headers_unbro
                 broken[name] = found
         finally:
             visit.close()
-    tall = {n: round(h, 1) for n, h in screens.items()
-            if h > teaching.MAX_SCREENS and n not in STILL_TALL}
-    fixed = sorted(n for n in STILL_TALL if screens.get(n, 0) <= teaching.MAX_SCREENS)
+    tall = {n: round(h, 1) for n, h in screens.items() if h > teaching.MAX_SCREENS}
     problems = []
     if tall:
         problems.append(f"pages taller than {teaching.MAX_SCREENS} phone screens: {tall}")
-    if fixed:
-        problems.append(f"no longer too tall, take them off STILL_TALL: {fixed}")
     if cut:
         problems.append(f"inline formulas cut off on a phone: {cut}")
     if broken:
