@@ -115,6 +115,25 @@ def test_a_solutions_title_unfolds_it_and_the_page_stays(built, site, browser):
         visit.close()
 
 
+#: How much taller than its title a folded box may be: its border and top padding, not its content.
+FOLDED_SLACK = 12
+
+#: The extra height of each folded box over its title's, in px.
+FOLDED_EXTRA = """() => [...document.querySelectorAll('.admonition.toggle-hidden')].map(b =>
+  b.getBoundingClientRect().height - b.querySelector('.admonition-title').getBoundingClientRect().height)"""
+
+
+def test_a_folded_box_shows_its_title_and_nothing_else(built, site, browser):
+    """A folded proof that holds a block quote (chapter 6) shows no empty band under its title."""
+    visit = Visit(browser, site + "book/small_cache_bounds.html", **PHONE)
+    try:
+        extra = visit.page.evaluate(FOLDED_EXTRA)
+        assert len(extra) >= 3, "the page has fewer folded boxes than expected"
+        assert max(extra) <= FOLDED_SLACK, f"a folded box shows {max(extra):.0f} px under its title"
+    finally:
+        visit.close()
+
+
 def test_long_proofs_fold_and_unfold(built, site, browser):
     """Some chapter has a folded proof; its title unfolds it to the whole proof."""
     for name in _pages(built):
