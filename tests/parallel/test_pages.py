@@ -95,7 +95,7 @@ def test_each_page_follows_the_teaching_conventions(name):
     sections = re.split(r"^## ", prose, flags=re.M)[1:]
     for section in sections:
         title = section.split("\n", 1)[0]
-        if title in ("Takeaways", "Exercises"):
+        if title in ("Summary", "Exercises"):
             continue
         assert ":class: quick-check" in section, f"{name}.md: no quick check in '{title}'"
     titles = re.findall(r"^:::\{exercise\}(.*)$", prose, re.M)
