@@ -63,13 +63,15 @@ def _shell():
     return shell
 
 
-def _drop_root() -> None:
-    """Become the user nobody (``referee.NOBODY``), for good."""
+def _drop_root(uid=True) -> None:
+    """Become the user ``uid`` (one of its own, :func:`.jail.fresh_uid`; ``True``: the user
+    nobody, ``referee.NOBODY``), for good."""
     from .referee import NOBODY
 
+    uid = NOBODY if uid is True else int(uid)
     os.setgroups([])
-    os.setgid(NOBODY)
-    os.setuid(NOBODY)
+    os.setgid(uid)
+    os.setuid(uid)
     _undumpable()
 
 
@@ -177,13 +179,17 @@ def _undumpable() -> None:
 def main() -> int:
     _undumpable()
     config = json.loads(sys.stdin.read())
+    if config.get("processes"):                 # a user namespace of its own: count there
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NPROC, (config["processes"],) * 2)
     conn = Connection(int(config["fd"]))
     output = io.StringIO()
     with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
         shell = _shell()
     confined = _confine() if config.get("confine") else "not confined (asked not to be)"
     if config.get("drop") and os.geteuid() == 0:
-        _drop_root()
+        _drop_root(config["drop"])
     cells = receive(conn)["cells"]
     with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
         errors, names = _run_cells(shell, cells)

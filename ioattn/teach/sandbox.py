@@ -14,7 +14,12 @@ and nothing else: no other file of the grader's user (an instructor's private ma
 students' notebooks, ``/proc``), no TCP connection (ABI 4), no signal to a process outside its
 own domain and no abstract Unix socket (ABI 6), whoever the process runs as (Landlock binds
 root too). This holds where the kernel has Landlock (Linux 5.13 and later with Landlock
-enabled); :func:`confine` says what it could enforce, and the grading report quotes it.
+enabled); :func:`confine` says what it could enforce.
+
+Where the machine allows more, the grader starts the process in namespaces of its own, as a
+user of its own and in a control group (:mod:`ioattn.teach.jail`); :func:`observed` is what the
+grading report quotes: what the grader itself sees of the process from outside, never what the
+notebook says of itself.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-__all__ = ["abi", "confine", "hidden", "readable"]
+__all__ = ["abi", "confine", "hidden", "observed", "readable"]
 
 #: System folders every user reads: shared libraries, fonts, time zones, the loader's cache.
 SYSTEM = ("/usr", "/lib", "/lib64", "/etc")
@@ -121,3 +126,89 @@ def confine(folder: str | os.PathLike) -> str:
     if scoped:
         kept.append("no signals out")
     return f"Landlock ABI {version} ({', '.join(kept)})"
+
+
+#: The namespaces :func:`observed` compares with the grader's own, and their names in reports.
+NAMESPACES = {"pid": "PID", "net": "network", "ipc": "IPC", "mnt": "mount", "user": "user"}
+
+
+def _namespace(pid, kind: str):
+    try:
+        return os.readlink(f"/proc/{pid}/ns/{kind}")
+    except OSError:
+        return None
+
+
+def _status(pid) -> dict:
+    fields = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            fields[key] = value.split()
+    return fields
+
+
+def _limits(pid) -> dict:
+    limits = {}
+    with open(f"/proc/{pid}/limits") as f:
+        next(f)
+        for line in f:
+            words = line[:26].strip(), line[26:47].strip()
+            limits[words[0]] = words[1]
+    return limits
+
+
+def _amount(text: str, unit: str) -> str:
+    if text == "unlimited":
+        return "no limit"
+    value = int(text)
+    if unit == "bytes":
+        return f"{value / 2**30:g} GiB" if value >= 2**30 else f"{value / 2**20:g} MiB"
+    return f"{value:,}"
+
+
+def observed(pid: int, *, inside: int | None = None, group: str = "") -> str:
+    """What confines process ``pid`` (the notebook's), as the grader sees it from outside.
+
+    Parameters
+    ----------
+    pid : int
+        The notebook's process.
+    inside : int, optional
+        A process in the same namespaces to read them from where ``pid``'s cannot be read
+        (an undumpable process of the grader's own user).
+    group : str
+        What the control group the grader made for it bounds, in words (``""``: none).
+
+    Returns
+    -------
+    str
+        For the grading report: its namespaces that differ from the grader's, the user it runs
+        as, no-new-privileges and seccomp, and its limits on processes, file size and address
+        space. ``"not observed ..."`` if the process is gone.
+    """
+    try:
+        status, limits = _status(pid), _limits(pid)
+    except OSError as exc:
+        return f"not observed (the process is gone: {exc.strerror})"
+    kinds = [NAMESPACES[k] for k in NAMESPACES
+             if (_namespace(pid, k) or (inside and _namespace(inside, k)))
+             not in (None, _namespace("self", k))]
+    parts = [f"its own {', '.join(kinds)} namespaces" if kinds else "no namespaces of its own"]
+    uid = int(status.get("Uid", ["-1"])[0])
+    if uid == os.geteuid():
+        parts.append("the grader's own user")
+    else:
+        parts.append(f"user id {uid}" + (" (nobody)" if uid == 65534 else ""))
+    if status.get("NoNewPrivs", ["0"])[0] == "1":
+        parts.append("no new privileges")
+    if status.get("Seccomp", ["0"])[0] != "0":
+        parts.append("seccomp filter")
+    parts.append("processes of its user: "
+                 + _amount(limits.get("Max processes", "unlimited"), "processes"))
+    parts.append("size of a file: " + _amount(limits.get("Max file size", "unlimited"), "bytes"))
+    parts.append("address space of a process: "
+                 + _amount(limits.get("Max address space", "unlimited"), "bytes"))
+    if group:
+        parts.append(group)
+    return "; ".join(parts)
