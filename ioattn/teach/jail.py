@@ -38,7 +38,8 @@ import time
 import weakref
 from pathlib import Path
 
-__all__ = ["Cgroup", "Plan", "bwrap", "config_dir", "fresh_uid", "plan", "sweep"]
+__all__ = ["Cgroup", "Plan", "allowed", "bwrap", "config_dir", "control_groups", "fresh_uid",
+           "guard", "plan", "secrets", "sweep", "track"]
 
 #: Processes (and threads) a notebook may have at once, where they can be counted alone.
 PROCESSES = 64
@@ -118,8 +119,12 @@ def _binds(memory_folder: int) -> list[str]:
     """bwrap's arguments for the file system: the allowed folders read-only, the secrets
     inside them hidden, a minimal /dev, the PID namespace's /proc, the fresh folder."""
     args = []
-    paths = allowed()
-    for path in sorted(paths, key=lambda p: len(p.parts)):
+    paths = sorted(allowed(), key=lambda p: len(p.parts))
+    above = {a for p in paths for a in p.parents if a != Path("/")}
+    for folder in sorted(above, key=lambda p: len(p.parts)):   # listable: bwrap's own are not
+        if not any(folder == p or p in folder.parents for p in paths):
+            args += ["--perms", "0755", "--dir", str(folder)]
+    for path in paths:
         if path.is_symlink():                    # /lib -> usr/lib on a merged /usr
             args += ["--symlink", os.readlink(path), str(path)]
         else:
@@ -128,8 +133,8 @@ def _binds(memory_folder: int) -> list[str]:
         if any(p.resolve() == secret or p.resolve() in secret.parents for p in paths) and (
                 secret.is_dir()):
             args += ["--perms", "0000", "--tmpfs", str(secret)]
-    args += ["--dev", "/dev", "--proc", "/proc", "--size", str(memory_folder), "--tmpfs",
-             INSIDE, "--chdir", INSIDE]
+    args += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--size",
+             str(memory_folder), "--tmpfs", INSIDE, "--chdir", INSIDE]
     return args
 
 
@@ -283,6 +288,17 @@ class Cgroup:
                     time.sleep(0.01)
 
 
+def control_groups() -> str:
+    """Why the grader can make no control group for a notebook here, or ``""`` if it can."""
+    if os.geteuid() != 0:
+        return "the grader does not run as root"
+    group = Cgroup.make(f"ioattn-{os.getpid()}-trial", 1 << 30, PROCESSES)
+    if group is None:
+        return "no writable cgroup file system with the memory and pids controllers"
+    group.remove()
+    return ""
+
+
 def _own_groups() -> dict:
     """The grader's own groups: controller (``""`` for v2) -> path."""
     own = {}
@@ -319,7 +335,7 @@ class Plan:
     def __init__(self, argv, namespaces, uid, cgroup, folder):
         self.argv, self.namespaces, self.uid = argv, namespaces, uid
         self.cgroup, self.folder = cgroup, folder
-        _LIVE.add(self)
+        track(self)
 
     @property
     def cwd(self) -> str:
@@ -357,9 +373,18 @@ def plan(command: list[str], memory: int, *, namespaces: bool = True) -> Plan:
 _LIVE: weakref.WeakSet = weakref.WeakSet()
 
 
+def track(thing) -> None:
+    """Have ``thing.close()`` called if the grader ends while ``thing`` is alive (a
+    :class:`Plan`, or a submission that holds one)."""
+    _LIVE.add(thing)
+
+
 def _close_all(*_):
-    for p in list(_LIVE):
-        p.close()
+    for thing in sorted(_LIVE, key=lambda t: isinstance(t, Plan)):   # submissions first
+        try:
+            thing.close()
+        except Exception:                   # noqa: BLE001 (the rest must still be closed)
+            pass
 
 
 def _on_signal(signum, frame):

@@ -126,6 +126,7 @@ class Submission(Answers):
         self.close()
         self.starts += 1
         jail.guard()
+        jail.track(self)
         self.plan = jail.plan([sys.executable, "-m", "ioattn.teach.runner"], self.memory,
                               namespaces=self.namespaces)
         self.folder = self.plan.folder
@@ -166,6 +167,8 @@ class Submission(Answers):
         theirs_fd = theirs.fileno()
         self.conn = Connection(ours.detach())
         config = {"fd": theirs_fd, "drop": self.plan.uid, "confine": True,
+                  "read": [str(p) for p in jail.allowed()],
+                  "hide": [str(p) for p in jail.secrets()],
                   "processes": processes if not counted and not self.plan.namespaces else None}
         try:
             self.proc.stdin.write(json.dumps(config).encode())

@@ -75,13 +75,13 @@ def _drop_root(uid=True) -> None:
     _undumpable()
 
 
-def _confine() -> str:
-    """Confine the process to its folder and the installed code (:mod:`.sandbox`); what holds,
-    in words."""
+def _confine(config: dict) -> str:
+    """Confine the process to its folder and the installed code (:mod:`.sandbox`), as the
+    grader's lists in ``config`` say (``read``, ``hide``); what holds, in words."""
     from .sandbox import confine
 
     try:
-        return confine(os.getcwd())
+        return confine(os.getcwd(), read=config.get("read"), hide=config.get("hide"))
     except (OSError, RuntimeError) as exc:
         return f"no file confinement ({exc})"
 
@@ -187,7 +187,7 @@ def main() -> int:
     output = io.StringIO()
     with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
         shell = _shell()
-    confined = _confine() if config.get("confine") else "not confined (asked not to be)"
+    confined = _confine(config) if config.get("confine") else "not confined (asked not to be)"
     if config.get("drop") and os.geteuid() == 0:
         _drop_root(config["drop"])
     cells = receive(conn)["cells"]

@@ -67,23 +67,24 @@ def hidden() -> Path:
     return Path(ioattn.__file__).resolve().parent / "teach" / "keys"
 
 
-def _allow(rules, root: Path, access, secret: Path) -> None:
-    """Allow ``access`` on ``root``'s hierarchy, except ``secret`` when it lies inside: then
-    on each entry beside the path down to it, one rule each (the folders on the path may still
-    be listed, which imports need; the files in ``secret`` cannot be read)."""
+def _allow(rules, root: Path, access, secrets) -> None:
+    """Allow ``access`` on ``root``'s hierarchy, except the ``secrets`` that lie inside: then
+    on each entry beside the paths down to them, one rule each (the folders on the path may
+    still be listed, which imports need; the files in a secret cannot be read)."""
     from landlockpy import AccessFS
 
     root = root.resolve()
-    if secret != root and root not in secret.parents:
+    inside = [s for s in secrets if s == root or root in s.parents]
+    if not inside:
         if not root.is_dir():                    # a file takes only the rights of files
             access &= AccessFS.READ_FILE | AccessFS.EXECUTE | AccessFS.WRITE_FILE
         rules.allow_path(root, access)
         return
     rules.allow_path(root, access & AccessFS.READ_DIR)
-    if secret == root:
+    if root in inside:
         return
     for entry in root.iterdir():
-        _allow(rules, entry, access, secret)
+        _allow(rules, entry, access, inside)
 
 
 def _threads() -> int:
@@ -93,8 +94,12 @@ def _threads() -> int:
         return 1
 
 
-def confine(folder: str | os.PathLike) -> str:
+def confine(folder: str | os.PathLike, *, read=None, hide=None) -> str:
     """Confine this process (and its children) to :func:`readable` and ``folder``.
+
+    ``read`` and ``hide``, if given, replace :func:`readable` and the folders never to read
+    (by default :func:`hidden`): the grader's lists (:func:`.jail.allowed`,
+    :func:`.jail.secrets`), made where the instructor's home and configuration are known.
 
     Returns what holds, in words, for the grading report. Raises ``RuntimeError`` if the
     process has more than one thread: Landlock restricts only the thread that asks (and its
@@ -109,12 +114,12 @@ def confine(folder: str | os.PathLike) -> str:
                            "it cannot be confined")
     from landlockpy import AccessFS, Ruleset, Scope
 
-    read = AccessFS.READ_FILE | AccessFS.READ_DIR | AccessFS.EXECUTE
+    access = AccessFS.READ_FILE | AccessFS.READ_DIR | AccessFS.EXECUTE
     with Ruleset(scoped=Scope.ABSTRACT_UNIX_SOCKET | Scope.SIGNAL) as rules:
         everything = rules.handled_fs
-        secret = hidden()
-        for path in readable():
-            _allow(rules, path, read, secret)
+        hide = [Path(p).resolve() for p in (hide if hide is not None else [hidden()])]
+        for path in (readable() if read is None else [Path(p) for p in read]):
+            _allow(rules, path, access, hide)
         rules.allow_path(folder, everything)
         rules.allow_path("/dev/null", AccessFS.READ_FILE | AccessFS.WRITE_FILE)
         rules.allow_path("/dev/urandom", AccessFS.READ_FILE)
