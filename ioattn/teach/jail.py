@@ -19,7 +19,9 @@ which takes the strongest of these the machine allows, each where it can:
   ``/sys/fs/cgroup`` is writable: the memory of all the notebook's processes together, and
   their number.
 
-Whatever holds is measured from outside by :func:`.sandbox.observed` for the report. Landlock
+``IOATTN_NO_NAMESPACES`` and ``IOATTN_NO_CGROUP``, set in the grader's environment, turn the
+namespaces and the control group off (to see the fallbacks at work on a machine that has
+both). Whatever holds is measured from outside by :func:`.sandbox.observed` for the report. Landlock
 (:func:`.sandbox.confine`) still confines the process inside, and is all there is where none of
 the above is available.
 """
@@ -98,6 +100,8 @@ def _flags(root: bool) -> list[str]:
 
 def bwrap() -> str:
     """Why bubblewrap cannot make the namespaces here, or ``""`` if it can (tried once)."""
+    if os.environ.get("IOATTN_NO_NAMESPACES"):
+        return "turned off (IOATTN_NO_NAMESPACES is set)"
     root = os.geteuid() == 0
     if root not in _BWRAP:
         exe = shutil.which("bwrap")
@@ -141,19 +145,25 @@ def _binds(memory_folder: int) -> list[str]:
 # ---------------------------------------------------------------------------- the user
 def fresh_uid() -> int:
     """A user id no process has now, for one notebook (the grader runs as root)."""
-    taken = {st_uid for st_uid in _uids()}
+    taken = {uid for _, uid in _processes()}
     while True:
         uid = UID_BASE + random.randrange(UID_SPAN)
         if uid not in taken:
             return uid
 
 
-def _uids():
+def _processes():
+    """``(pid, real user id)`` of every process (read from its status: the owner of an
+    undumpable process's /proc folder is root, whoever it runs as)."""
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                yield os.stat(f"/proc/{entry}").st_uid
-            except OSError:
+                with open(f"/proc/{entry}/status") as f:
+                    for line in f:
+                        if line.startswith("Uid:"):
+                            yield int(entry), int(line.split()[1])
+                            break
+            except (OSError, ValueError, IndexError):
                 pass
 
 
@@ -162,16 +172,13 @@ def sweep(uid: int) -> int:
     hit = 0
     for _ in range(100):                     # a process may fork while others are signalled
         found = 0
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                if os.stat(f"/proc/{entry}").st_uid != uid:
-                    continue
-                os.kill(int(entry), signal.SIGKILL)
-                found += 1
-            except (OSError, ProcessLookupError):
-                pass
+        for pid, owner in _processes():
+            if owner == uid:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    found += 1
+                except OSError:
+                    pass
         hit += found
         if not found:
             break
@@ -190,6 +197,8 @@ class Cgroup:
     def make(cls, name: str, memory: int, processes: int):
         """The group, or ``None`` where the machine gives none (no writable cgroup file
         system, or no memory and pids controllers)."""
+        if os.environ.get("IOATTN_NO_CGROUP"):
+            return None
         try:
             return cls._make(name, memory, processes)
         except OSError:
@@ -292,6 +301,8 @@ def control_groups() -> str:
     """Why the grader can make no control group for a notebook here, or ``""`` if it can."""
     if os.geteuid() != 0:
         return "the grader does not run as root"
+    if os.environ.get("IOATTN_NO_CGROUP"):
+        return "turned off (IOATTN_NO_CGROUP is set)"
     group = Cgroup.make(f"ioattn-{os.getpid()}-trial", 1 << 30, PROCESSES)
     if group is None:
         return "no writable cgroup file system with the memory and pids controllers"

@@ -12,15 +12,21 @@ The notebook's process
 - gets one end of a socket pair and, over it, the code cells, and nothing else: no path, no
   seed; it makes itself undumpable before it reads them, so notebooks graded at the same time
   cannot read one another's;
-- runs under limits it cannot lift: address space (``RLIMIT_AS``), CPU seconds, no core files,
-  its own session (killed as a group);
+- runs, where the machine allows, in PID, network, IPC and mount namespaces of its own, in a
+  control group bounding the memory and number of all its processes together
+  (:mod:`ioattn.teach.jail`); what held is what :func:`.sandbox.observed` sees from outside;
+- runs under limits it cannot lift: address space (``RLIMIT_AS``), the size of a file it
+  writes (``RLIMIT_FSIZE``, its standard error too, of which only the end is read back), no
+  core files, its own session (killed as a group), and the number of its processes
+  (``RLIMIT_NPROC``) where it is a user of its own;
 - confines itself with Landlock where the kernel has it (:mod:`ioattn.teach.sandbox`): it can
   read only Python, the installed packages and ioattn, and write only its own folder; no
   network, no signals to other processes;
-- runs as the unprivileged user ``nobody`` when the grader runs as root: it loads Python,
-  NumPy, IPython and ioattn as root and gives root up for good before it reads the notebook
-  (then it can read neither the grader's private files nor its memory), in a fresh folder of
-  its own;
+- runs as a fresh user id of its own (:func:`.jail.fresh_uid`) when the grader runs as root:
+  it loads Python, NumPy, IPython and ioattn as root and gives root up for good before it
+  reads the notebook (then it can read neither the grader's private files nor its memory, nor
+  signal a classmate's notebook), in a fresh folder of its own; every process of that user is
+  ended when it is done;
 - cannot read this process's memory: :func:`protect` marks the grader undumpable
   (``PR_SET_DUMPABLE`` 0), which also keeps ``/proc/<pid>/mem`` and ``ptrace`` from processes of
   the same user.
@@ -83,9 +89,9 @@ def isolation(confined: str = "") -> str:
     """How the notebook's process is kept from the grader, in words (for reports);
     ``confined``: what the process said of its confinement (:func:`.sandbox.confine`)."""
     if os.geteuid() == 0:
-        user = "as the user nobody (it gives up root before it reads the notebook)"
+        user = "as a user of its own (it gives up root before it reads the notebook)"
     else:
-        user = "as the grader's own user (a grader run as root runs it as nobody)"
+        user = "as the grader's own user (a grader run as root runs it as a user of its own)"
     where = f"; {confined}" if confined else ""
     return (f"a process of its own {user}, with limits on memory and time{where}; "
             "the grader is undumpable")

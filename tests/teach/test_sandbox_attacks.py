@@ -93,9 +93,13 @@ def graded(stem: str, folder: Path, *, memory: int = referee.MEMORY, **words):
 
 
 def named(marker: str) -> list[int]:
-    """The processes whose name is ``marker``."""
-    done = subprocess.run(["pgrep", "-x", marker], capture_output=True, text=True)
-    return [int(p) for p in done.stdout.split()]
+    """The running processes whose name is ``marker`` (not the ended ones, zombies that the
+    machine's first process has not reaped yet)."""
+    done = subprocess.run(["ps", "-eo", "pid=,stat=,comm="], capture_output=True, text=True,
+                          check=True)
+    rows = [line.split(None, 2) for line in done.stdout.splitlines()]
+    return [int(r[0]) for r in rows if len(r) == 3 and r[2] == marker
+            and not r[1].startswith(("Z", "X"))]
 
 
 def _end(pids) -> None:
