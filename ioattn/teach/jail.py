@@ -36,6 +36,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import weakref
 from pathlib import Path
@@ -207,6 +208,7 @@ class Cgroup:
     @classmethod
     def _make(cls, name, memory, processes):
         own = _own_groups()
+        _prune(own)
         root = Path("/sys/fs/cgroup")
         if (root / "cgroup.controllers").is_file() and "" in own:
             parent = root / own[""].lstrip("/")
@@ -310,6 +312,24 @@ def control_groups() -> str:
     return ""
 
 
+def _prune(own: dict) -> None:
+    """Remove the empty groups of graders that are gone (ended by SIGKILL, say)."""
+    root = Path("/sys/fs/cgroup")
+    for controller, path in own.items():
+        parent = root / (controller if controller and (root / controller).is_dir() else "")
+        parent = parent / path.lstrip("/")
+        try:
+            stale = [d for d in parent.glob("ioattn-*-*")
+                     if d.is_dir() and not Path(f"/proc/{d.name.split('-')[1]}").exists()]
+        except OSError:
+            continue
+        for d in stale:
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+
+
 def _own_groups() -> dict:
     """The grader's own groups: controller (``""`` for v2) -> path."""
     own = {}
@@ -404,19 +424,21 @@ def _on_signal(signum, frame):
     os.kill(os.getpid(), signum)
 
 
+_GUARDS: set = set()
+
+
 def guard() -> None:
-    """Remove what live plans hold when the grader ends (at exit, or on SIGTERM or SIGHUP
-    where nothing else handles them); called from the main thread."""
-    if getattr(guard, "done", False):
+    """Remove what live plans hold when the grader ends: at exit, and on SIGTERM or SIGHUP
+    where nothing else handles them (set from the main thread only, as Python requires)."""
+    if "atexit" not in _GUARDS:
+        _GUARDS.add("atexit")
+        atexit.register(_close_all)
+    if "signals" in _GUARDS or threading.current_thread() is not threading.main_thread():
         return
-    guard.done = True
-    atexit.register(_close_all)
+    _GUARDS.add("signals")
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        try:
-            if signal.getsignal(sig) == signal.SIG_DFL:
-                signal.signal(sig, _on_signal)
-        except (ValueError, OSError):           # not the main thread
-            guard.done = False
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            signal.signal(sig, _on_signal)
 
 
 def python_path() -> str:

@@ -257,3 +257,18 @@ def test_a_killed_grader_leaves_no_folder(tmp_path):
     proc.wait(timeout=60)
     assert not folder.exists()
     assert not list(tmp_path.glob("ioattn-run-*"))
+
+
+def test_the_folder_it_writes_in():
+    """In namespaces the notebook's folder is in memory, bounded, gone with it: nothing on the
+    grader's disk; without them it is a fresh folder the grader removes."""
+    cells = [(1, "import os\nopen('progress.log', 'w').write('ok')\nHERE = os.getcwd()\n")]
+    with referee.Submission(cells) as sub:
+        sub.start()
+        assert not sub.cell_errors, sub.cell_errors
+        here = sub.value("HERE")
+        if NAMESPACES:
+            assert sub.plan.folder is None and here == jail.INSIDE
+        else:
+            assert here == sub.plan.folder and Path(here, "progress.log").is_file()
+    assert not Path(here).is_dir() or NAMESPACES
