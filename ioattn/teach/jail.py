@@ -134,7 +134,11 @@ def _binds(memory_folder: int) -> list[str]:
             args += ["--symlink", os.readlink(path), str(path)]
         else:
             args += ["--ro-bind", str(path), str(path)]
+    from .sandbox import abi, hidden
+
     for secret in secrets():
+        if secret == hidden().resolve() and abi():
+            continue          # Landlock refuses its files (PermissionError, as without bwrap)
         if any(p.resolve() == secret or p.resolve() in secret.parents for p in paths) and (
                 secret.is_dir()):
             args += ["--perms", "0000", "--tmpfs", str(secret)]

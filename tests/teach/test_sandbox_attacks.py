@@ -272,3 +272,17 @@ def test_the_folder_it_writes_in():
         else:
             assert here == sub.plan.folder and Path(here, "progress.log").is_file()
     assert not Path(here).is_dir() or NAMESPACES
+
+
+def test_a_configuration_folder_inside_a_readable_one_is_hidden(tmp_path, monkeypatch):
+    """Where the instructor's configuration folder lies inside a folder the notebook may read,
+    bwrap mounts an empty folder no one may enter over it, and Landlock leaves it out."""
+    package = tmp_path / "site-packages"
+    config = package / "cfg" / "ioattn"
+    config.mkdir(parents=True)
+    monkeypatch.setattr(sandbox, "readable", lambda: [package])
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(package / "cfg"))
+    args = jail._binds(jail.FILES)
+    at = args.index(str(config))
+    assert args[at - 3:at] == ["--perms", "0000", "--tmpfs"], args
+    assert args.index("--ro-bind") < at
