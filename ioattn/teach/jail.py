@@ -75,18 +75,14 @@ def secrets() -> list[Path]:
 
 def allowed() -> list[Path]:
     """The folders a notebook may read (:func:`.sandbox.readable`), never the home folder nor
-    any folder that holds the instructor's configuration folder."""
+    the instructor's configuration folder or one inside it (one that holds it is kept, the
+    configuration folder hidden in it: :func:`secrets`)."""
     from .sandbox import readable
 
     home = Path(os.path.expanduser("~")).resolve()
     config = config_dir().resolve()
-    keep = []
-    for path in readable():
-        real = path.resolve()
-        if real == home or real == config or real in config.parents and real != Path("/"):
-            continue
-        keep.append(path)
-    return keep
+    return [path for path in readable()
+            if path.resolve() not in (home, config) and config not in path.resolve().parents]
 
 
 # ---------------------------------------------------------------------------- bubblewrap
