@@ -49,6 +49,8 @@ PROCESSES = 64
 #: Bytes of any one file the notebook writes (``RLIMIT_FSIZE``), its standard error included,
 #: and of the in-memory folder it writes in.
 FILES = 64 << 20
+#: The cpu controller's period, in microseconds (a quota of one period: one core).
+CPU_PERIOD = 100_000
 #: First of the user ids a notebook may run as (a range no distribution gives its users).
 UID_BASE, UID_SPAN = 0x5A000000, 1 << 20
 #: Where the notebook's fresh folder lies inside the namespaces.
@@ -189,10 +191,13 @@ def sweep(uid: int) -> int:
 # ---------------------------------------------------------------------------- cgroups
 class Cgroup:
     """A control group of the notebook's processes, beneath the grader's own: their memory
-    together (``memory.max``, v1 ``memory.limit_in_bytes``) and number (``pids.max``)."""
+    together (``memory.max``, v1 ``memory.limit_in_bytes``), their number (``pids.max``) and,
+    where the cpu controller is there, one core's time for all of them (``cpu.max``, v1
+    ``cpu.cfs_quota_us``), so that a notebook's processes cannot starve a classmate's."""
 
     def __init__(self, dirs: dict, version: int):
         self.dirs, self.version = dirs, version       # controller -> folder
+        self.cpus = 0                                 # cores it may use (0: no bound)
 
     @classmethod
     def make(cls, name: str, memory: int, processes: int):
@@ -226,6 +231,13 @@ class Cgroup:
             except OSError:
                 self.remove()
                 raise
+            try:
+                if "cpu" not in have:
+                    (parent / "cgroup.subtree_control").write_text("+cpu")
+                _write(group / "cpu.max", f"{CPU_PERIOD} {CPU_PERIOD}")
+                self.cpus = 1
+            except OSError:                      # no cpu controller: time limits only
+                pass
             return self
         dirs = {}
         try:
@@ -240,10 +252,20 @@ class Cgroup:
             _write(dirs["memory"] / "memory.limit_in_bytes", memory)
             _write(dirs["memory"] / "memory.memsw.limit_in_bytes", memory, missing_ok=True)
             _write(dirs["pids"] / "pids.max", processes)
-            return self
         except OSError:
             cls(dirs, 1).remove()
             raise
+        if "cpu" in own and (root / "cpu").is_dir():
+            group = root / "cpu" / own["cpu"].lstrip("/") / name
+            try:
+                group.mkdir()
+                dirs["cpu"] = group
+                _write(group / "cpu.cfs_period_us", CPU_PERIOD)
+                _write(group / "cpu.cfs_quota_us", CPU_PERIOD)
+                self.cpus = 1
+            except OSError:                      # no cpu controller: time limits only
+                pass
+        return self
 
     def files(self) -> list[str]:
         """The ``cgroup.procs`` files a starting process writes itself into."""

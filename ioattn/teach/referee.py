@@ -42,7 +42,6 @@ import ctypes
 import json
 import os
 import resource
-import shutil
 import signal
 import socket
 import subprocess
@@ -107,7 +106,16 @@ class Submission(Answers):
     notebook_time : float
         Seconds the cells may take to run.
     memory : int
-        Bytes of address space the process may use.
+        Bytes of address space the process may use, and, where the machine gives a control
+        group (:mod:`.jail`), of memory all its processes together may use.
+
+    Attributes
+    ----------
+    namespaces : bool
+        Whether to start it in namespaces of its own where the machine allows (default).
+    confined : str
+        What the grader saw of the process from outside once its cells had run
+        (:func:`.sandbox.observed`), for the report.
     """
 
     graded = True
@@ -133,8 +141,11 @@ class Submission(Answers):
         self.starts += 1
         jail.guard()
         jail.track(self)
-        self.plan = jail.plan([sys.executable, "-m", "ioattn.teach.runner"], self.memory,
-                              namespaces=self.namespaces)
+        try:
+            self.plan = jail.plan([sys.executable, "-m", "ioattn.teach.runner"], self.memory,
+                                  namespaces=self.namespaces)
+        except OSError as exc:
+            raise Crashed(f"the notebook's process could not start ({exc})") from None
         self.folder = self.plan.folder
         home = self.plan.folder or jail.INSIDE
         ours, theirs = socket.socketpair()
@@ -208,10 +219,11 @@ class Submission(Answers):
         from .sandbox import abi, observed
 
         runner, init = _runner(self.proc.pid)
-        group = ""
-        if self.plan.cgroup is not None:
+        group, cgroup = "", self.plan.cgroup
+        if cgroup is not None and runner in cgroup.pids():     # it is in the group made for it
             group = (f"memory of all its processes together: {self.memory / 2**30:g} GiB, "
-                     f"at most {jail.PROCESSES} of them (control group)")
+                     f"at most {jail.PROCESSES} of them"
+                     + (f", {cgroup.cpus} core" if cgroup.cpus else "") + " (control group)")
         seen = observed(runner, inside=init, group=group)
         version = abi()
         if version:

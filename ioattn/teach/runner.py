@@ -36,8 +36,8 @@ class Refused(RuntimeError):
     """The grader's machine refused a tile request: its message, raised in the notebook's code."""
 
 
-#: Modules loaded before the process gives up root (a Python installed where the user nobody
-#: cannot read it can still use them).
+#: Modules loaded before the process gives up root (a Python installed where the notebook's
+#: user cannot read it can still use them).
 PRELOAD = ("abc", "bisect", "collections", "contextlib", "copy", "dataclasses", "decimal", "enum",
            "fractions", "functools", "heapq", "itertools", "json", "logging", "math", "numbers",
            "operator", "pprint", "random", "re", "secrets", "hashlib", "statistics", "string",
