@@ -86,7 +86,8 @@ def protect() -> bool:
 
 def isolation(confined: str = "") -> str:
     """How the notebook's process is kept from the grader, in words (for reports);
-    ``confined``: what the process said of its confinement (:func:`.sandbox.confine`)."""
+    ``confined``: what the grader saw of the process from outside (``Submission.confined``,
+    :func:`.sandbox.observed`), never what the process says of itself."""
     if os.geteuid() == 0:
         user = "as a user of its own (it gives up root before it reads the notebook)"
     else:
