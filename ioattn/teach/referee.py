@@ -12,15 +12,21 @@ The notebook's process
 - gets one end of a socket pair and, over it, the code cells, and nothing else: no path, no
   seed; it makes itself undumpable before it reads them, so notebooks graded at the same time
   cannot read one another's;
-- runs under limits it cannot lift: address space (``RLIMIT_AS``), CPU seconds, no core files,
-  its own session (killed as a group);
+- runs, where the machine allows, in PID, network, IPC and mount namespaces of its own, in a
+  control group bounding the memory and number of all its processes together
+  (:mod:`ioattn.teach.jail`); what held is what :func:`.sandbox.observed` sees from outside;
+- runs under limits it cannot lift: address space (``RLIMIT_AS``), the size of a file it
+  writes (``RLIMIT_FSIZE``, its standard error too, of which only the end is read back), no
+  core files, its own session (killed as a group), and the number of its processes
+  (``RLIMIT_NPROC``) where it is a user of its own;
 - confines itself with Landlock where the kernel has it (:mod:`ioattn.teach.sandbox`): it can
   read only Python, the installed packages and ioattn, and write only its own folder; no
   network, no signals to other processes;
-- runs as the unprivileged user ``nobody`` when the grader runs as root: it loads Python,
-  NumPy, IPython and ioattn as root and gives root up for good before it reads the notebook
-  (then it can read neither the grader's private files nor its memory), in a fresh folder of
-  its own;
+- runs as a fresh user id of its own (:func:`.jail.fresh_uid`) when the grader runs as root:
+  it loads Python, NumPy, IPython and ioattn as root and gives root up for good before it
+  reads the notebook (then it can read neither the grader's private files nor its memory, nor
+  signal a classmate's notebook), in a fresh folder of its own; every process of that user is
+  ended when it is done;
 - cannot read this process's memory: :func:`protect` marks the grader undumpable
   (``PR_SET_DUMPABLE`` 0), which also keeps ``/proc/<pid>/mem`` and ``ptrace`` from processes of
   the same user.
@@ -36,7 +42,6 @@ import ctypes
 import json
 import os
 import resource
-import shutil
 import signal
 import socket
 import subprocess
@@ -47,6 +52,7 @@ from multiprocessing.connection import Connection
 
 from ..memory import CacheOverflowError
 from ..tiles import Machine, TileError
+from . import jail
 from .answers import Answers, Run, Unsendable, connect, decode
 from .protocol import ProtocolError, receive, send
 
@@ -80,11 +86,12 @@ def protect() -> bool:
 
 def isolation(confined: str = "") -> str:
     """How the notebook's process is kept from the grader, in words (for reports);
-    ``confined``: what the process said of its confinement (:func:`.sandbox.confine`)."""
+    ``confined``: what the grader saw of the process from outside (``Submission.confined``,
+    :func:`.sandbox.observed`), never what the process says of itself."""
     if os.geteuid() == 0:
-        user = "as the user nobody (it gives up root before it reads the notebook)"
+        user = "as a user of its own (it gives up root before it reads the notebook)"
     else:
-        user = "as the grader's own user (a grader run as root runs it as nobody)"
+        user = "as the grader's own user (a grader run as root runs it as a user of its own)"
     where = f"; {confined}" if confined else ""
     return (f"a process of its own {user}, with limits on memory and time{where}; "
             "the grader is undumpable")
@@ -100,7 +107,16 @@ class Submission(Answers):
     notebook_time : float
         Seconds the cells may take to run.
     memory : int
-        Bytes of address space the process may use.
+        Bytes of address space the process may use, and, where the machine gives a control
+        group (:mod:`.jail`), of memory all its processes together may use.
+
+    Attributes
+    ----------
+    namespaces : bool
+        Whether to start it in namespaces of its own where the machine allows (default).
+    confined : str
+        What the grader saw of the process from outside once its cells had run
+        (:func:`.sandbox.observed`), for the report.
     """
 
     graded = True
@@ -116,36 +132,64 @@ class Submission(Answers):
         self.output = ""
         self.starts = 0
         self.confined = ""
+        self.plan = None
+        self.namespaces = True
 
     # ------------------------------------------------------------------ the process
     def start(self) -> None:
         """Start the notebook's process and run its cells (again, after a crash)."""
         self.close()
         self.starts += 1
-        self.folder = tempfile.mkdtemp(prefix="ioattn-run-")
-        root = os.geteuid() == 0
-        if root:
-            os.chown(self.folder, NOBODY, NOBODY)
+        jail.guard()
+        jail.track(self)
+        try:
+            self.plan = jail.plan([sys.executable, "-m", "ioattn.teach.runner"], self.memory,
+                                  namespaces=self.namespaces)
+        except OSError as exc:
+            raise Crashed(f"the notebook's process could not start ({exc})") from None
+        self.folder = self.plan.folder
+        home = self.plan.folder or jail.INSIDE
         ours, theirs = socket.socketpair()
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.folder,
-               "TMPDIR": self.folder, "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
-               "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "LANG": "C.UTF-8"}
-        limit = self.memory
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home,
+               "TMPDIR": home, "MPLBACKEND": "Agg", "PYTHONDONTWRITEBYTECODE": "1",
+               "PYTHONPATH": jail.python_path(), "OMP_NUM_THREADS": "1",
+               "OPENBLAS_NUM_THREADS": "1", "LANG": "C.UTF-8"}
+        limit, processes, files = self.memory, jail.PROCESSES, jail.FILES
+        counted = self.plan.uid is not None          # a user of its own: its processes alone
+        joins = [os.open(f, os.O_WRONLY | os.O_CLOEXEC)
+                 for f in (self.plan.cgroup.files() if self.plan.cgroup else [])]
 
         def limits():                            # in the child, before it runs anything
             os.setsid()
+            for fd in joins:
+                os.write(fd, b"0")
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            resource.setrlimit(resource.RLIMIT_FSIZE, (files, files))
+            if counted:
+                resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
 
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ioattn.teach.runner"], stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL, stderr=self._stderr(), cwd=self.folder, env=env,
-            pass_fds=(theirs.fileno(),), preexec_fn=limits, close_fds=True)
+        try:
+            self.proc = subprocess.Popen(
+                self.plan.argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                stderr=self._stderr(), cwd=self.plan.cwd, env=env,
+                pass_fds=(theirs.fileno(),), preexec_fn=limits, close_fds=True)
+        except (OSError, subprocess.SubprocessError) as exc:
+            ours.close()
+            theirs.close()
+            self.close()
+            raise Crashed(f"the notebook's process could not start ({exc})") from None
+        finally:
+            for fd in joins:
+                os.close(fd)
         theirs_fd = theirs.fileno()
         self.conn = Connection(ours.detach())
+        config = {"fd": theirs_fd, "drop": self.plan.uid, "confine": True,
+                  "read": [str(p) for p in jail.allowed()],
+                  "hide": [str(p) for p in jail.secrets()],
+                  "processes": processes if not counted and not self.plan.namespaces else None}
         try:
-            self.proc.stdin.write(json.dumps({"fd": theirs_fd, "drop": root,
-                                              "confine": True}).encode())
+            self.proc.stdin.write(json.dumps(config).encode())
             self.proc.stdin.close()
         except BrokenPipeError:
             pass
@@ -157,12 +201,42 @@ class Submission(Answers):
         msg = self._wait(self.notebook_time, "running the notebook's cells")
         if not isinstance(msg, dict) or not isinstance(msg.get("ready"), list):
             raise Crashed("the notebook's process sent something other than its cells' results")
+        if self.plan.cgroup is not None and self.plan.cgroup.oom():
+            self.close()
+            raise Crashed(f"the notebook's process ended while running its cells: "
+                          f"{self._bounds()}")
         self.cell_errors = [e for e in msg["ready"] if isinstance(e, dict)]
         self.output = str(msg.get("output", ""))
-        self.confined = str(msg.get("confined", ""))[:200]
+        self.confined = self._observed()
+
+    def _bounds(self) -> str:
+        return ("the kernel ended its processes: together they went over the memory limit "
+                f"of {self.memory / 2**30:g} GiB")
+
+    def _observed(self) -> str:
+        """What the grader sees of the notebook's process from outside (the report's words):
+        :func:`.sandbox.observed`, and Landlock where the kernel has it (applied by the
+        grader's own code in that process before the notebook's first line runs)."""
+        from .sandbox import abi, observed
+
+        runner, init = _runner(self.proc.pid)
+        group, cgroup = "", self.plan.cgroup
+        if cgroup is not None and runner in cgroup.pids():     # it is in the group made for it
+            group = (f"memory of all its processes together: {self.memory / 2**30:g} GiB, "
+                     f"at most {jail.PROCESSES} of them"
+                     + (f", {cgroup.cpus} core" if cgroup.cpus else "") + " (control group)")
+        seen = observed(runner, inside=init, group=group)
+        version = abi()
+        if version:
+            seen += f"; Landlock ABI {version} (files: only Python, its packages and ioattn)"
+        if self.plan.namespaces:
+            seen += f"; no namespaces because {self.plan.namespaces}"
+        return seen
 
     def _stderr(self):
-        self.errors = tempfile.TemporaryFile()
+        """Where the notebook's standard error goes: a file of at most ``jail.FILES`` bytes
+        (its ``RLIMIT_FSIZE``), of which only the end is ever read back."""
+        self.errors = _Tail(self)
         return self.errors
 
     @property
@@ -170,7 +244,7 @@ class Submission(Answers):
         return self.proc is not None and self.proc.poll() is None and self.conn is not None
 
     def close(self) -> None:
-        """End the notebook's process and remove its folder."""
+        """End the notebook's process, every process it started, and remove its folder."""
         if self.conn is not None:
             try:
                 send(self.conn, {"bye": True})
@@ -179,11 +253,12 @@ class Submission(Answers):
             self.conn.close()
             self.conn = None
         if self.proc is not None:
-            _kill(self.proc)
+            _kill(self.proc, getattr(self, "plan", None))
             self.proc = None
-        if self.folder is not None:
-            shutil.rmtree(self.folder, ignore_errors=True)
-            self.folder = None
+        if getattr(self, "plan", None) is not None:
+            self.plan.close()
+            self.plan = None
+        self.folder = None
 
     def __enter__(self):
         return self
@@ -286,7 +361,23 @@ class Submission(Answers):
         raise Crashed(f"the notebook's process ended {what}{how}{detail}")
 
 
-def _kill(proc) -> None:
+def _kill(proc, plan=None) -> None:
+    """End the notebook's process and all of its: the group of the control group, then the
+    first process of its PID namespace (the kernel then ends every other and the first ends
+    only once they have), then its process group; wait for each."""
+    if plan is not None and plan.cgroup is not None:
+        plan.cgroup.kill()
+    inits = _children(proc.pid)
+    for pid in inits:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    if proc.poll() is None and inits:
+        try:
+            proc.wait(timeout=10)               # bwrap waits for its child, then ends
+        except subprocess.TimeoutExpired:
+            pass
     if proc.poll() is None:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -296,6 +387,89 @@ def _kill(proc) -> None:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         pass
+    for pid in inits:                           # reaped by the machine's init otherwise
+        _gone(pid)
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid``."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        found = []
+        for entry in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if entry.isdigit() and int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        found.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                pass
+        return found
+
+
+def _gone(pid: int, seconds: float = 10.0) -> None:
+    """Wait until ``pid`` has ended (gone, or a zombie nobody reaps)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                    return
+        except (OSError, IndexError):
+            return
+        time.sleep(0.01)
+
+
+def _runner(pid: int) -> tuple[int, int | None]:
+    """The notebook's process: ``pid`` itself, or, under bwrap, the first process below it
+    that runs the runner; and the process above it (``None`` without bwrap)."""
+    level, parent = [pid], {}
+    for _ in range(4):
+        below = []
+        for p in level:
+            try:
+                with open(f"/proc/{p}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if b"ioattn.teach.runner" in argv and not argv[0].endswith(b"bwrap"):
+                return p, parent.get(p)
+            for child in _children(p):
+                parent[child] = p
+                below.append(child)
+        level = below
+    return pid, None
+
+
+class _Tail:
+    """The notebook's standard error as the grader keeps it: an unnamed file the kernel keeps
+    under ``RLIMIT_FSIZE``, of which :meth:`read` returns only the last ``KEEP`` bytes (and what
+    the grader saw end it)."""
+
+    KEEP = 4096
+
+    def __init__(self, submission):
+        self.file = tempfile.TemporaryFile()
+        self.submission = submission
+
+    def fileno(self) -> int:
+        return self.file.fileno()
+
+    def seek(self, *args) -> None:
+        pass
+
+    def read(self) -> bytes:
+        size = os.fstat(self.file.fileno()).st_size
+        self.file.seek(max(0, size - self.KEEP))
+        data = self.file.read(self.KEEP)
+        plan = getattr(self.submission, "plan", None)
+        if plan is not None and plan.cgroup is not None and plan.cgroup.oom():
+            data += f"\n({self.submission._bounds()})".encode()
+        return data
+
+    def close(self) -> None:
+        self.file.close()
 
 
 def _secs(seconds: float) -> str:

@@ -36,8 +36,8 @@ class Refused(RuntimeError):
     """The grader's machine refused a tile request: its message, raised in the notebook's code."""
 
 
-#: Modules loaded before the process gives up root (a Python installed where the user nobody
-#: cannot read it can still use them).
+#: Modules loaded before the process gives up root (a Python installed where the notebook's
+#: user cannot read it can still use them).
 PRELOAD = ("abc", "bisect", "collections", "contextlib", "copy", "dataclasses", "decimal", "enum",
            "fractions", "functools", "heapq", "itertools", "json", "logging", "math", "numbers",
            "operator", "pprint", "random", "re", "secrets", "hashlib", "statistics", "string",
@@ -63,23 +63,25 @@ def _shell():
     return shell
 
 
-def _drop_root() -> None:
-    """Become the user nobody (``referee.NOBODY``), for good."""
+def _drop_root(uid=True) -> None:
+    """Become the user ``uid`` (one of its own, :func:`.jail.fresh_uid`; ``True``: the user
+    nobody, ``referee.NOBODY``), for good."""
     from .referee import NOBODY
 
+    uid = NOBODY if uid is True else int(uid)
     os.setgroups([])
-    os.setgid(NOBODY)
-    os.setuid(NOBODY)
+    os.setgid(uid)
+    os.setuid(uid)
     _undumpable()
 
 
-def _confine() -> str:
-    """Confine the process to its folder and the installed code (:mod:`.sandbox`); what holds,
-    in words."""
+def _confine(config: dict) -> str:
+    """Confine the process to its folder and the installed code (:mod:`.sandbox`), as the
+    grader's lists in ``config`` say (``read``, ``hide``); what holds, in words."""
     from .sandbox import confine
 
     try:
-        return confine(os.getcwd())
+        return confine(os.getcwd(), read=config.get("read"), hide=config.get("hide"))
     except (OSError, RuntimeError) as exc:
         return f"no file confinement ({exc})"
 
@@ -177,13 +179,17 @@ def _undumpable() -> None:
 def main() -> int:
     _undumpable()
     config = json.loads(sys.stdin.read())
+    if config.get("processes"):                 # a user namespace of its own: count there
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NPROC, (config["processes"],) * 2)
     conn = Connection(int(config["fd"]))
     output = io.StringIO()
     with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
         shell = _shell()
-    confined = _confine() if config.get("confine") else "not confined (asked not to be)"
+    confined = _confine(config) if config.get("confine") else "not confined (asked not to be)"
     if config.get("drop") and os.geteuid() == 0:
-        _drop_root()
+        _drop_root(config["drop"])
     cells = receive(conn)["cells"]
     with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
         errors, names = _run_cells(shell, cells)

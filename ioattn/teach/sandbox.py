@@ -14,7 +14,12 @@ and nothing else: no other file of the grader's user (an instructor's private ma
 students' notebooks, ``/proc``), no TCP connection (ABI 4), no signal to a process outside its
 own domain and no abstract Unix socket (ABI 6), whoever the process runs as (Landlock binds
 root too). This holds where the kernel has Landlock (Linux 5.13 and later with Landlock
-enabled); :func:`confine` says what it could enforce, and the grading report quotes it.
+enabled); :func:`confine` says what it could enforce.
+
+Where the machine allows more, the grader starts the process in namespaces of its own, as a
+user of its own and in a control group (:mod:`ioattn.teach.jail`); :func:`observed` is what the
+grading report quotes: what the grader itself sees of the process from outside, never what the
+notebook says of itself.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-__all__ = ["abi", "confine", "hidden", "readable"]
+__all__ = ["abi", "confine", "hidden", "observed", "readable"]
 
 #: System folders every user reads: shared libraries, fonts, time zones, the loader's cache.
 SYSTEM = ("/usr", "/lib", "/lib64", "/etc")
@@ -62,23 +67,24 @@ def hidden() -> Path:
     return Path(ioattn.__file__).resolve().parent / "teach" / "keys"
 
 
-def _allow(rules, root: Path, access, secret: Path) -> None:
-    """Allow ``access`` on ``root``'s hierarchy, except ``secret`` when it lies inside: then
-    on each entry beside the path down to it, one rule each (the folders on the path may still
-    be listed, which imports need; the files in ``secret`` cannot be read)."""
+def _allow(rules, root: Path, access, secrets) -> None:
+    """Allow ``access`` on ``root``'s hierarchy, except the ``secrets`` that lie inside: then
+    on each entry beside the paths down to them, one rule each (the folders on the path may
+    still be listed, which imports need; the files in a secret cannot be read)."""
     from landlockpy import AccessFS
 
     root = root.resolve()
-    if secret != root and root not in secret.parents:
+    inside = [s for s in secrets if s == root or root in s.parents]
+    if not inside:
         if not root.is_dir():                    # a file takes only the rights of files
             access &= AccessFS.READ_FILE | AccessFS.EXECUTE | AccessFS.WRITE_FILE
         rules.allow_path(root, access)
         return
     rules.allow_path(root, access & AccessFS.READ_DIR)
-    if secret == root:
+    if root in inside:
         return
     for entry in root.iterdir():
-        _allow(rules, entry, access, secret)
+        _allow(rules, entry, access, inside)
 
 
 def _threads() -> int:
@@ -88,8 +94,12 @@ def _threads() -> int:
         return 1
 
 
-def confine(folder: str | os.PathLike) -> str:
+def confine(folder: str | os.PathLike, *, read=None, hide=None) -> str:
     """Confine this process (and its children) to :func:`readable` and ``folder``.
+
+    ``read`` and ``hide``, if given, replace :func:`readable` and the folders never to read
+    (by default :func:`hidden`): the grader's lists (:func:`.jail.allowed`,
+    :func:`.jail.secrets`), made where the instructor's home and configuration are known.
 
     Returns what holds, in words, for the grading report. Raises ``RuntimeError`` if the
     process has more than one thread: Landlock restricts only the thread that asks (and its
@@ -104,12 +114,12 @@ def confine(folder: str | os.PathLike) -> str:
                            "it cannot be confined")
     from landlockpy import AccessFS, Ruleset, Scope
 
-    read = AccessFS.READ_FILE | AccessFS.READ_DIR | AccessFS.EXECUTE
+    access = AccessFS.READ_FILE | AccessFS.READ_DIR | AccessFS.EXECUTE
     with Ruleset(scoped=Scope.ABSTRACT_UNIX_SOCKET | Scope.SIGNAL) as rules:
         everything = rules.handled_fs
-        secret = hidden()
-        for path in readable():
-            _allow(rules, path, read, secret)
+        hide = [Path(p).resolve() for p in (hide if hide is not None else [hidden()])]
+        for path in (readable() if read is None else [Path(p) for p in read]):
+            _allow(rules, path, access, hide)
         rules.allow_path(folder, everything)
         rules.allow_path("/dev/null", AccessFS.READ_FILE | AccessFS.WRITE_FILE)
         rules.allow_path("/dev/urandom", AccessFS.READ_FILE)
@@ -121,3 +131,89 @@ def confine(folder: str | os.PathLike) -> str:
     if scoped:
         kept.append("no signals out")
     return f"Landlock ABI {version} ({', '.join(kept)})"
+
+
+#: The namespaces :func:`observed` compares with the grader's own, and their names in reports.
+NAMESPACES = {"pid": "PID", "net": "network", "ipc": "IPC", "mnt": "mount", "user": "user"}
+
+
+def _namespace(pid, kind: str):
+    try:
+        return os.readlink(f"/proc/{pid}/ns/{kind}")
+    except OSError:
+        return None
+
+
+def _status(pid) -> dict:
+    fields = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            fields[key] = value.split()
+    return fields
+
+
+def _limits(pid) -> dict:
+    limits = {}
+    with open(f"/proc/{pid}/limits") as f:
+        next(f)
+        for line in f:
+            words = line[:26].strip(), line[26:47].strip()
+            limits[words[0]] = words[1]
+    return limits
+
+
+def _amount(text: str, unit: str) -> str:
+    if text == "unlimited":
+        return "no limit"
+    value = int(text)
+    if unit == "bytes":
+        return f"{value / 2**30:g} GiB" if value >= 2**30 else f"{value / 2**20:g} MiB"
+    return f"{value:,}"
+
+
+def observed(pid: int, *, inside: int | None = None, group: str = "") -> str:
+    """What confines process ``pid`` (the notebook's), as the grader sees it from outside.
+
+    Parameters
+    ----------
+    pid : int
+        The notebook's process.
+    inside : int, optional
+        A process in the same namespaces to read them from where ``pid``'s cannot be read
+        (an undumpable process of the grader's own user).
+    group : str
+        What the control group the grader made for it bounds, in words (``""``: none).
+
+    Returns
+    -------
+    str
+        For the grading report: its namespaces that differ from the grader's, the user it runs
+        as, no-new-privileges and seccomp, and its limits on processes, file size and address
+        space. ``"not observed ..."`` if the process is gone.
+    """
+    try:
+        status, limits = _status(pid), _limits(pid)
+    except OSError as exc:
+        return f"not observed (the process is gone: {exc.strerror})"
+    kinds = [NAMESPACES[k] for k in NAMESPACES
+             if (_namespace(pid, k) or (inside and _namespace(inside, k)))
+             not in (None, _namespace("self", k))]
+    parts = [f"its own {', '.join(kinds)} namespaces" if kinds else "no namespaces of its own"]
+    uid = int(status.get("Uid", ["-1"])[0])
+    if uid == os.geteuid():
+        parts.append("the grader's own user")
+    else:
+        parts.append(f"user id {uid}" + (" (nobody)" if uid == 65534 else ""))
+    if status.get("NoNewPrivs", ["0"])[0] == "1":
+        parts.append("no new privileges")
+    if status.get("Seccomp", ["0"])[0] != "0":
+        parts.append("seccomp filter")
+    parts.append("processes of its user: "
+                 + _amount(limits.get("Max processes", "unlimited"), "processes"))
+    parts.append("size of a file: " + _amount(limits.get("Max file size", "unlimited"), "bytes"))
+    parts.append("address space of a process: "
+                 + _amount(limits.get("Max address space", "unlimited"), "bytes"))
+    if group:
+        parts.append(group)
+    return "; ".join(parts)

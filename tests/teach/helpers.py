@@ -29,3 +29,21 @@ def notebook(path: Path, assignment: str, student: str, *cells: str, course: str
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, path)
     return path
+
+
+def cheat_cells(stem: str, **words: str) -> list[str]:
+    """The notebook cells of ``cheats/<stem>.py`` (cells split at ``# %%`` lines; ``# %%
+    solution``: the honest matmul answer), each ``__WORD__`` replaced by ``words[WORD]``."""
+    cells, current = [], []
+    for line in (CHEATS / f"{stem}.py").read_text().splitlines():
+        if line.startswith("# %%"):
+            cells.append("\n".join(current))
+            current = []
+            if line.strip() == "# %% solution":
+                cells.append(solution("matmul"))
+            continue
+        current.append(line)
+    cells.append("\n".join(current))
+    for word, value in words.items():
+        cells = [c.replace(f"__{word}__", str(value)) for c in cells]
+    return [c for c in cells if c.strip()]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ioattn.teach import sandbox
+from ioattn.teach import jail, sandbox
 from ioattn.teach.grade import grade
 
 from .helpers import CHEATS, notebook, solution
@@ -72,9 +72,11 @@ EXPECT: dict[str, dict] = {
     # the masters hold the A @ B key only (wrong shapes for ada's A.T @ B); while they are
     # being moved out of book/, there may be none in the checkout
     "package_read_masters": _zero(("cannot write a tile of shape", "no answer key")),
-    # a world-readable file of the checkout: Landlock keeps it out of reach (see KNOWN)
+    # a world-readable file of the checkout: Landlock keeps it out of reach (see KNOWN), and
+    # in namespaces of its own the file is not there at all
     "package_read_solution_file": {**_zero("tiled_matmul is not defined"),
-                                   "cell_error": "PermissionError"},
+                                   "cell_error": "FileNotFoundError" if not jail.bwrap()
+                                   else "PermissionError"},
     # hard-coding, lying returned values
     "hardcode_example_constants": _zero("C is wrong (your sizes, hidden data"),
     "return_int_subclass": _zero("returned a __main__.Liar, which is not plain data"),
@@ -83,7 +85,7 @@ EXPECT: dict[str, dict] = {
 
 #: Cheats that work where the kernel has no Landlock (:mod:`ioattn.teach.sandbox`): the
 #: notebook's process can then read every file its user can, such as this checkout's tests.
-KNOWN = {} if sandbox.abi() else {
+KNOWN = {} if sandbox.abi() or not jail.bwrap() else {
     "package_read_solution_file": (
         "no Landlock on this kernel: the notebook can read the checkout it imports ioattn from, "
         "and tests/teach/solutions/ holds answer keys"),
@@ -110,7 +112,9 @@ def grade_file(stem: str, folder: Path):
     return grade("matmul", path, seed=SEED)
 
 
-STEMS = sorted(p.stem for p in CHEATS.glob("*.py") if p.stem != "conftest")
+# the sandbox's cheats need servers and limits of their own: tests/teach/test_sandbox_attacks.py
+STEMS = sorted(p.stem for p in CHEATS.glob("*.py")
+               if p.stem != "conftest" and not p.stem.startswith("sandbox_"))
 
 
 def _param(stem):
