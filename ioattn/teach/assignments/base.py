@@ -155,9 +155,14 @@ class BudgetAssignment(Assignment):
             cap = self.budget(params)
             if io.total > cap:
                 fail("budget", f"{self.function} moved {io.total:,} entries ({where}); the "
-                     f"budget is {cap:,}")
+                     f"budget is {cap:,}{self.budget_hint(params)}")
             notes.append(f"{io.total:,} entries on {label} (budget {cap:,})")
         return f"{self.function}: " + "; ".join(notes)
+
+    def budget_hint(self, p: dict) -> str:
+        """Text appended to an over-budget message: what the budget assumes (none by
+        default)."""
+        return ""
 
     def extra_args(self, p: dict) -> tuple:
         """Plain arguments passed after the arrays (none by default)."""
