@@ -99,3 +99,180 @@ def test_flashattention_1s_order_costs_what_the_notebook_says():
         assert counts[1] <= spec.budget(p)
         ratios.append(counts[0] / reference)
     assert 1.15 < min(ratios) and max(ratios) < 1.6
+
+
+# ====================================================================== pebbling
+from ioattn.pebble import Graph, PebbleGame                                   # noqa: E402
+from ioattn.teach.assignments import pebbling as pb                           # noqa: E402
+from ioattn.teach.keys import pebbling as kp                                  # noqa: E402
+
+STUDENTS = [f"student{i:03d}" for i in range(8)]
+
+
+def independent_pebble():
+    """A schedule of its own (random depth-first orders, Belady's eviction, neighbour swaps):
+    no code of the grader's key."""
+    return defined(solution("pebbling"), {}, "pebble")
+
+
+def key_game(edges, M):
+    return [list(m) for m in kp.best_game(edges, M)]
+
+
+def test_an_independent_good_heuristic_gets_full_marks():
+    pebble = independent_pebble()
+    differs = 0
+    for k, student in enumerate(STUDENTS[:4]):
+        score, msg, _ = graded("pebbling", "q1", student, {"pebble": pebble}, seed=k)
+        assert score == 1.0, msg
+        p = get("pebbling").variant(student).params
+        own = PebbleGame.replay(Graph(p["EDGES"]), p["M"], pebble(p["EDGES"], p["M"])).io
+        differs += own != kp.best_known(p["EDGES"], p["M"])
+        assert "full marks up to" in msg
+    assert differs                                   # it does not merely reproduce the key
+
+
+def test_the_key_and_an_independent_schedule_earn_the_same():
+    student = STUDENTS[5]
+    mine = graded("pebbling", "q1", student, {"pebble": independent_pebble()}, seed=9)[0]
+    pasted = graded("pebbling", "q1", student, {"pebble": key_game}, seed=9)[0]
+    assert mine == pasted == 1.0
+
+
+def _no_check(*args, **kwargs):
+    raise AssertionError("check_partition ran on an answer that should have been refused")
+
+
+def _plain_parts(student):
+    p = get("pebbling").variant(student).params
+    moves = kp.plain_game(p["EDGES"], p["M"])
+    return p, [sorted(s) for s in kp.segment_parts(moves, p["T"])]
+
+
+def test_a_partition_larger_than_the_graph_is_refused_before_it_is_built(monkeypatch):
+    """Every vertex its own part, 250 times over: refused by its size, with no flow network
+    built (the check that builds them is not even called)."""
+    student = STUDENTS[2]
+    p, parts = _plain_parts(student)
+    g = Graph(p["EDGES"])
+    ops = [v for v in g.order if not g.is_input(v)]
+    monkeypatch.setattr(pb, "check_partition", _no_check)
+    answers = {
+        "parts": [[v] for v in ops] * 250,
+        "vertices": [ops * 250],
+        "a huge part": [list(ops) + ["x"] * 10 ** 5],
+    }
+    for label, answer in answers.items():
+        score, msg, kinds = graded("pebbling", "q2", student,
+                                   {"partition": lambda m, M, T, a=answer: a}, public=True)
+        assert score == 0 and kinds == ["wrong"] and "refused unchecked" in msg, (label, msg)
+        assert f"{len(ops)} operations" in msg
+
+
+@pytest.mark.parametrize("change,says", [
+    (lambda parts, g: parts + [[g.inputs[0]]], "an input"),
+    (lambda parts, g: parts + [["zz"]], "not a vertex of the graph"),
+    (lambda parts, g: parts[1:], "no part for"),
+    (lambda parts, g: [parts[0] + parts[1][:1]] + parts[1:], "in two parts"),
+    (lambda parts, g: [[]] + parts[:-1], "an empty part"),
+])
+def test_a_partition_that_is_not_one_of_the_operations_says_why(monkeypatch, change, says):
+    student = STUDENTS[2]
+    p, parts = _plain_parts(student)
+    monkeypatch.setattr(pb, "check_partition", _no_check)
+    answer = change(parts, Graph(p["EDGES"]))
+    score, msg, kinds = graded("pebbling", "q2", student,
+                               {"partition": lambda m, M, T: answer}, public=True)
+    assert score == 0 and kinds == ["wrong"] and says in msg, msg
+
+
+def test_a_partition_of_the_right_size_is_still_checked_in_full(monkeypatch):
+    student = STUDENTS[2]
+    p, parts = _plain_parts(student)
+    calls = []
+    real = pb.check_partition
+    monkeypatch.setattr(pb, "check_partition", lambda *a: calls.append(1) or real(*a))
+    assert graded("pebbling", "q2", student, {"partition": lambda m, M, T: parts},
+                  public=True)[0] == 1.0
+    assert calls
+
+
+def test_a_game_far_too_long_is_refused_unplayed(monkeypatch):
+    student = STUDENTS[3]
+    p = get("pebbling").variant(student).params
+    a = Graph(p["EDGES"]).inputs[0]
+    padded = key_game(p["EDGES"], p["M"]) + [["read", a], ["delete", a]] * 5_000
+
+    class Unplayable:
+        def __init__(self, *args):
+            raise AssertionError("a game that should have been refused was played")
+
+    monkeypatch.setattr(pb, "PebbleGame", Unplayable)
+    score, msg, kinds = graded("pebbling", "q1", student, {"pebble": lambda e, M: padded},
+                               public=True)
+    assert score == 0 and "refused unplayed" in msg and "10,0" in msg, msg
+    assert pb.max_moves(Graph(p["EDGES"])) == pb.MOVES_PER_VERTEX * len(Graph(p["EDGES"]))
+
+
+# ====================================================================== crossover: no table
+from ioattn.teach.assignments import crossover as cx                          # noqa: E402
+from ioattn.teach.keys import crossover as ckey                               # noqa: E402
+
+
+def honest_totals(N, d, W):
+    """An honest scan: totals over the range plus W - 1 times the writes (which do not depend
+    on M for these two schedules)."""
+    Ms = np.arange(4 * d + 4, 4 * d * d + 1, dtype=np.int64)
+    costs = []
+    for name, opts in (("flash", {}), ("square_tiling", {"schedule": "outer"})):
+        writes = ioattn.io_cost(name, N, d, int(Ms[-1]), **opts).writes
+        costs.append(ioattn.totals(name, N, d, Ms, **opts) + (W - 1) * writes)
+    dearer = np.flatnonzero(costs[0] >= costs[1])
+    return int(Ms[0]) if dearer.size == 0 else int(Ms[dearer[-1]]) + 1
+
+
+def public_table():
+    """What a notebook can carry, tabulated at home with the shipped key: every variant's
+    answer, and every d of the variants' range at a long sequence, for each variant weight."""
+    exact = {(N, d, W): ckey.exact_crossover(N, d, W)
+             for N in cx.NS for d in cx.DS for W in cx.WEIGHTS}
+    by_d = {(d, W): ckey.exact_crossover(4096, d, W)
+            for d in range(min(cx.DS), max(cx.DS) + 1) for W in cx.WEIGHTS}
+    return exact, by_d
+
+
+def table_answer(exact, by_d):
+    def crossover(N, d, W):
+        if (N, d, W) in exact:
+            return exact[N, d, W]
+        near = min(by_d, key=lambda k: (abs(k[0] - d), abs(k[1] - W)))
+        return by_d[near]
+    return crossover
+
+
+def test_a_table_of_the_public_range_fails_the_hidden_instances_and_a_scan_passes():
+    exact, by_d = public_table()
+    lookup = table_answer(exact, by_d)
+    # the weakness: the crossover hardly depends on N, so the table answers other long
+    # sequences of the variants' d and W exactly
+    assert all(lookup(N, d, W) == ckey.exact_crossover(N, d, W)
+               for N, d, W in [(1000, 20, 3), (3000, 37, 2), (700, 44, 4)])
+    for k in range(8):
+        student = f"student{k:03d}"
+        score, msg, kinds = graded("crossover", "q1", student, {"crossover": lookup}, seed=k)
+        assert score == 0.0 and kinds == ["wrong"], msg
+        assert graded("crossover", "q1", student, {"crossover": lookup}, public=True)[0] == 1
+        score, msg, _ = graded("crossover", "q1", student, {"crossover": honest_totals}, seed=k)
+        assert score == 1.0 and "hidden sizes and weights" in msg, msg
+
+
+def test_hidden_instances_vary_d_w_and_short_sequences():
+    spec = get("crossover")
+    drawn = [x for k in range(30)
+             for x in spec.hidden(spec.variant(f"student{k:03d}").params,
+                                  np.random.default_rng(k))]
+    Ws, ds, Ns = ({x[i] for x in drawn} for i in (2, 1, 0))
+    assert Ws - set(cx.WEIGHTS) and ds - set(range(min(cx.DS), max(cx.DS) + 1))
+    assert min(Ns) < min(cx.NS)
+    # where a whole sequence fits in a query block, the crossover moves with N
+    assert len({ckey.exact_crossover(N, 64, 1) for N in (16, 32, 128, 4096)}) >= 3
