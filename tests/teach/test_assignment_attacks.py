@@ -276,3 +276,66 @@ def test_hidden_instances_vary_d_w_and_short_sequences():
     assert min(Ns) < min(cx.NS)
     # where a whole sequence fits in a query block, the crossover moves with N
     assert len({ckey.exact_crossover(N, 64, 1) for N in (16, 32, 128, 4096)}) >= 3
+
+
+# ====================================================================== messages that say what
+from ioattn.teach.assignments import matmul as mm                             # noqa: E402
+
+
+def form_ignored(params):
+    """A matmul program written for A @ B whatever the FORM: a buggy notebook."""
+    code = solution("matmul").replace('FORM == "A.T @ B"', "False") \
+        .replace('FORM == "A @ B.T"', "False")
+    return defined(code, params, "tiled_matmul")
+
+
+@pytest.mark.parametrize("student,form", [("student006", "A @ B.T"), ("student001", "A @ B.T"),
+                                          ("student002", "A.T @ B"), ("student004", "A @ B.T")])
+def test_a_program_that_ignores_the_form_is_told_how_a_and_b_are_stored(student, form):
+    p = get("matmul").variant(student).params
+    assert p["FORM"] == form
+    score, msg, kinds = graded("matmul", "q1", student, {"tiled_matmul": form_ignored(p)},
+                               public=True)
+    assert score == 0 and kinds in (["error"], ["wrong"]), msg
+    which = "B" if form == "A @ B.T" else "A"
+    stored = "n x k" if form == "A @ B.T" else "k x m"
+    assert f"for FORM = {form!r}" in msg and f"is stored {stored}" in msg, msg
+    assert f"a tile of {which} is used transposed" in msg, msg
+
+
+def test_the_storage_of_every_form_in_words():
+    p = {"m": 40, "k": 50, "n": 30}
+    assert mm.storage({**p, "FORM": "A @ B"}) == \
+        "for FORM = 'A @ B', A is stored m x k = 40 x 50 and B is stored k x n = 50 x 30"
+    assert mm.storage({**p, "FORM": "A @ B.T"}).startswith(
+        "for FORM = 'A @ B.T', A is stored m x k = 40 x 50 and B is stored n x k = 30 x 50")
+    assert "A is stored k x m = 50 x 40" in mm.storage({**p, "FORM": "A.T @ B"})
+
+
+def test_an_honest_product_with_a_wrong_scale_gets_no_storage_hint_for_a_at_b():
+    student = next(s for s in (f"student{i:03d}" for i in range(40))
+                   if get("matmul").variant(s).params["FORM"] == "A @ B")
+    p = get("matmul").variant(student).params
+    code = solution("matmul").replace("acc += col @ row", "acc += 2 * (col @ row)")
+    score, msg, _ = graded("matmul", "q1", student,
+                           {"tiled_matmul": defined(code, p, "tiled_matmul")}, public=True)
+    assert score == 0 and "C is wrong" in msg and "is stored" not in msg
+
+
+@pytest.mark.parametrize("bug,wrong,right", [
+    ("dq += tau * (P @ K_j)", "dQ", "dK and dV are right"),          # the scale forgotten in dQ
+    ("dV_j += P.T @ do", "dV", "dQ and dK are right"),               # dV summed twice
+])
+def test_a_wrong_gradient_message_says_which_gradients_are_right(bug, wrong, right):
+    student = "student001"
+    p = get("backward").variant(student).params
+    code = solution("backward")
+    assert bug in code
+    broken = bug.replace("tau * (P @ K_j)", "(P @ K_j)") if wrong == "dQ" else \
+        bug + "\n            " + bug
+    program = defined(code.replace(bug, broken, 1), p, "flash_backward")
+    score, msg, kinds = graded("backward", "q1", student, {"flash_backward": program},
+                               public=True)
+    assert score == 0 and kinds == ["wrong"], msg
+    assert f"{wrong} is wrong" in msg and right in msg, msg
+    assert msg.count("is wrong") == 1
