@@ -339,3 +339,77 @@ def test_a_wrong_gradient_message_says_which_gradients_are_right(bug, wrong, rig
     assert score == 0 and kinds == ["wrong"], msg
     assert f"{wrong} is wrong" in msg and right in msg, msg
     assert msg.count("is wrong") == 1
+
+
+# ====================================================================== --similar
+import re                                                                      # noqa: E402
+
+from ioattn.teach.similarity import (                                          # noqa: E402
+    handout_code,
+    public_sources,
+    similar_in_class,
+    similar_pairs,
+)
+
+from .helpers import notebook                                                  # noqa: E402
+
+RENAMES = [("allowed", "permitted"), ("needed", "useful"), ("mem", "cache"), ("B_r", "rows"),
+           ("B_c", "cols"), ("tau", "scale"), ("Q_i", "q_blk"), ("O_i", "acc"), ("m_i", "mx"),
+           ("l_i", "total"), ("i0", "start"), ("j0", "k_start"), ("m_new", "peak")]
+
+PADDING = "\n".join(
+    f"def check_{k}(N, d):\n"
+    f"    \"\"\"A try-out of my own, number {k}.\"\"\"\n"
+    f"    sizes = [(N + t, d * {k} + t) for t in range({k} + 2)]\n"
+    f"    best = min(sizes, key=lambda s: abs(s[0] - s[1] * {k}))\n"
+    f"    return best, len(sizes) % {k + 3}\n" for k in range(60))
+
+
+def renamed(code: str) -> str:
+    for old, new in RENAMES:
+        code = re.sub(rf"\b{old}\b", new, code)
+    return code
+
+
+def test_the_public_sources_are_the_keys_and_the_repositorys_solutions():
+    flash = public_sources("flash")
+    assert {"tests/teach/solutions/flash.py", "tests/teach/solutions/flash_fa1.py"} <= set(flash)
+    assert "ioattn.teach.keys.pebbling" in public_sources("pebbling")
+    assert "tests/teach/solutions/pebbling.py" in public_sources("pebbling")
+    hints = handout_code("flash")
+    assert "maximum(m, S.max(axis=1))" in hints and "def row_sums" in hints
+
+
+def test_a_renamed_and_a_padded_paste_of_a_public_solution_are_caught(tmp_path):
+    source = solution("flash")
+    paste = renamed(source)
+    assert paste != source and "cache.read" in paste
+    class_ = [(s, notebook(tmp_path / f"{s}.ipynb", "flash", s, code))
+              for s, code in (("ren", paste),
+                              ("pad", PADDING + "\n\n" + source + "\n\n" + PADDING))]
+    pairs = similar_in_class("flash", class_)
+    found = {(p.first, p.second): p for p in pairs}
+    ren = found[("ren", "tests/teach/solutions/flash.py")]
+    assert ren.similarity >= 0.95
+    pad = found[("pad", "tests/teach/solutions/flash.py")]
+    assert pad.similarity >= 0.95 and pad.first_in_second < 0.5     # the source whole inside
+    assert "of pad's code is in" in pad.text()
+    # the two pastes are of one source: they are a pair too
+    assert ("pad", "ren") in found
+
+
+def test_two_independent_honest_solutions_from_the_same_hints_are_not_flagged():
+    codes = {"ada": solution("flash"), "bob": solution("flash_helpers")}
+    starter = handout_code("flash")
+    assert similar_pairs(codes, starter=starter) == []
+    (pair,) = similar_pairs(codes, starter=starter, threshold=0.01)
+    assert pair.similarity < 0.6
+    # the handout and its hints are discounted: less in common than without them
+    (plain,) = similar_pairs(codes, threshold=0.01)
+    assert pair.similarity <= plain.similarity
+
+
+def test_the_docstring_says_it_is_an_aid_not_a_security_boundary():
+    import ioattn.teach.similarity as similarity
+
+    assert "aid to the\ninstructor, not a security boundary" in similarity.__doc__
