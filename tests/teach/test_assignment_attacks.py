@@ -413,3 +413,76 @@ def test_the_docstring_says_it_is_an_aid_not_a_security_boundary():
     import ioattn.teach.similarity as similarity
 
     assert "aid to the\ninstructor, not a security boundary" in similarity.__doc__
+
+
+# ====================================================================== flags
+import base64                                                                  # noqa: E402
+import zlib                                                                    # noqa: E402
+
+from ioattn.teach.flags import flags, notebook_flags                           # noqa: E402
+
+from .helpers import CHEATS                                                    # noqa: E402
+
+
+def encoded_paste() -> str:
+    """A notebook cell that hides a public solution: compressed, base64, run with exec."""
+    blob = base64.b64encode(zlib.compress(solution("flash").encode())).decode()
+    return (f"import base64, zlib\n\nBLOB = '{blob}'\n"
+            "exec(zlib.decompress(base64.b64decode(BLOB)).decode(), globals())\n")
+
+
+def test_code_hidden_in_an_encoded_blob_is_flagged_with_its_cell_and_line(tmp_path):
+    path = notebook(tmp_path / "a.ipynb", "flash", "ada", "import numpy as np", encoded_paste())
+    found = notebook_flags(path)
+    # cell 1 is the parameters, cell 2 numpy, cell 3 the blob
+    assert "cell 3, line 1: imports base64 (decodes text: often hidden code)" in found
+    assert "cell 3, line 1: imports zlib (decompresses data: often hidden code)" in found
+    assert any(f.startswith("cell 3, line 3: a ") and "base64 string" in f for f in found)
+    assert "cell 3, line 4: calls exec (runs code made at run time)" in found
+    assert not any(f.startswith(("cell 1,", "cell 2,")) for f in found)
+
+
+@pytest.mark.parametrize("code,line,says", [
+    ("import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect('/tmp/agent')", 1, "socket"),
+    ("from ctypes import CDLL\nlibc = CDLL(None)", 1, "ctypes"),
+    ("import gc\nobjs = gc.get_objects()", 2, ".get_objects"),
+    ("import sys\nf = sys._getframe(1)\ng = f.f_back.f_globals", 3, ".f_globals"),
+    ("import inspect\nstack = inspect.stack()", 1, "inspect"),
+    ("import importlib\nm = importlib.import_module('ioattn.teach.' + 'keys')", 1, "importlib"),
+    ("run = getattr(__builtins__, 'ex' + 'ec')", 1, "__builtins__"),
+    ("f = eval('lambda: 1')", 1, "calls eval"),
+    ("code = compile(src, 'x', 'exec')", 1, "calls compile"),
+    ("mod = __import__('o' + 's')", 1, "calls __import__"),
+    ("import os\nos._exit(0)", 2, "._exit"),
+    ("data = open('/proc/self/maps').read()", 1, "/proc"),
+    ("x = 1\n%time y = 2\n!curl http://example.org", 3, "shell command"),
+    ("def broken(:\n    import socket", 2, "does not parse"),
+])
+def test_what_reaches_past_the_notebook_is_flagged(code, line, says):
+    found = flags([code])
+    assert any(f.startswith(f"cell 1, line {line}: ") and says in f for f in found), found
+
+
+def test_honest_code_and_the_handouts_are_not_flagged():
+    from ioattn.teach.build import notebook_source
+    import jupytext
+
+    for name in ("matmul", "flash", "flash_fa1", "flash_helpers", "backward", "pebbling"):
+        assert flags([solution(name)]) == [], name
+    for stem in ("honest_reference", "honest_helper_class", "honest_print_logging",
+                 "honest_progress_log", "honest_split_cells"):
+        assert flags([(CHEATS / f"{stem}.py").read_text()]) == [], stem
+    for assignment in ("matmul", "flash", "crossover", "pebbling", "backward"):
+        cells = jupytext.read(notebook_source(assignment)).cells
+        assert flags([c.source for c in cells if c.cell_type == "code"]) == [], assignment
+    # long text is not a blob: prose, and a docstring of words
+    assert flags(["'''" + "word " * 40 + "'''", "x = '" + "-" * 100 + "'"]) == []
+
+
+def test_flags_number_cells_as_given_and_refuse_what_is_not_code():
+    assert flags([(7, "import gc")]) == ["cell 7, line 1: imports gc (walks the interpreter's "
+                                         "objects)"]
+    with pytest.raises(TypeError, match="a cell's source must be a str"):
+        flags([b"import gc"])
+    with pytest.raises(FileNotFoundError, match="no notebook at"):
+        notebook_flags("/nonexistent/a.ipynb")
