@@ -230,15 +230,16 @@ def max_moves(g: Graph) -> int:
 def _replay(g: Graph, M: int, moves) -> tuple[PebbleGame | None, str]:
     """``(game, "")`` for a legal, complete game computing each vertex once, else
     ``(None, what is wrong)``."""
-    if not isinstance(moves, (list, tuple)) or not all(
-            isinstance(m, (list, tuple)) and len(m) == 2 and all(isinstance(x, str) for x in m)
-            for m in moves):
-        return None, ("it should return a list of (move, vertex) pairs of strings, e.g. "
-                      "('read', 'a')")
+    shape = "it should return a list of (move, vertex) pairs of strings, e.g. ('read', 'a')"
+    if not isinstance(moves, (list, tuple)):
+        return None, shape
     if len(moves) > max_moves(g):
         return None, (f"{len(moves):,} moves: a game on this graph of {len(g)} vertices, each "
                       f"computed once, needs far fewer, and more than {max_moves(g):,} are "
                       "refused unplayed")
+    if not all(isinstance(m, (list, tuple)) and len(m) == 2
+               and all(isinstance(x, str) for x in m) for m in moves):
+        return None, shape
     game = PebbleGame(g, M)
     for k, (kind, v) in enumerate(moves):
         try:
