@@ -8,20 +8,34 @@ what to fix.
 
 from __future__ import annotations
 
+import base64
+import re
+import zlib
 from pathlib import Path
 
+import jupytext
 import numpy as np
 import pytest
 
 import ioattn
 import ioattn.teach as teach
+import ioattn.teach.similarity as similarity
+from ioattn.pebble import Graph, PebbleGame
 from ioattn.teach.answers import LocalAnswers
+from ioattn.teach.assignments import crossover as cx
+from ioattn.teach.assignments import matmul as mm
+from ioattn.teach.assignments import pebbling as pb
 from ioattn.teach.assignments.base import Context, get
 from ioattn.teach.assignments.flash import mask_of
+from ioattn.teach.build import notebook_source
+from ioattn.teach.flags import flags, notebook_flags
 from ioattn.teach.judge import KINDS, GradingFailure
+from ioattn.teach.keys import crossover as ckey
+from ioattn.teach.keys import pebbling as kp
+from ioattn.teach.similarity import handout_code, public_sources, similar_in_class, similar_pairs
 from ioattn.tiles import Memory
 
-from .helpers import SOLUTIONS, solution
+from .helpers import CHEATS, SOLUTIONS, notebook, solution
 
 
 def graded(assignment, question, student, names, seed=0, public=False):
@@ -39,7 +53,7 @@ def graded(assignment, question, student, names, seed=0, public=False):
 def defined(code: str, params: dict, name: str):
     """The function ``name`` of a solution file, run with the variant's parameters as globals."""
     namespace = dict(params)
-    exec(compile(code, "<solution>", "exec"), namespace)      # noqa: S102 (the tests' own code)
+    exec(compile(code, "<solution>", "exec"), namespace)
     return namespace[name]
 
 
@@ -102,9 +116,6 @@ def test_flashattention_1s_order_costs_what_the_notebook_says():
 
 
 # ====================================================================== pebbling
-from ioattn.pebble import Graph, PebbleGame                                   # noqa: E402
-from ioattn.teach.assignments import pebbling as pb                           # noqa: E402
-from ioattn.teach.keys import pebbling as kp                                  # noqa: E402
 
 STUDENTS = [f"student{i:03d}" for i in range(8)]
 
@@ -215,8 +226,6 @@ def test_a_game_far_too_long_is_refused_unplayed(monkeypatch):
 
 
 # ====================================================================== crossover: no table
-from ioattn.teach.assignments import crossover as cx                          # noqa: E402
-from ioattn.teach.keys import crossover as ckey                               # noqa: E402
 
 
 def honest_totals(N, d, W):
@@ -278,8 +287,7 @@ def test_hidden_instances_vary_d_w_and_short_sequences():
     assert len({ckey.exact_crossover(N, 64, 1) for N in (16, 32, 128, 4096)}) >= 3
 
 
-# ====================================================================== messages that say what
-from ioattn.teach.assignments import matmul as mm                             # noqa: E402
+# ================================================================= messages that say what to fix
 
 
 def form_ignored(params):
@@ -342,16 +350,7 @@ def test_a_wrong_gradient_message_says_which_gradients_are_right(bug, wrong, rig
 
 
 # ====================================================================== --similar
-import re                                                                      # noqa: E402
 
-from ioattn.teach.similarity import (                                          # noqa: E402
-    handout_code,
-    public_sources,
-    similar_in_class,
-    similar_pairs,
-)
-
-from .helpers import notebook                                                  # noqa: E402
 
 RENAMES = [("allowed", "permitted"), ("needed", "useful"), ("mem", "cache"), ("B_r", "rows"),
            ("B_c", "cols"), ("tau", "scale"), ("Q_i", "q_blk"), ("O_i", "acc"), ("m_i", "mx"),
@@ -410,18 +409,10 @@ def test_two_independent_honest_solutions_from_the_same_hints_are_not_flagged():
 
 
 def test_the_docstring_says_it_is_an_aid_not_a_security_boundary():
-    import ioattn.teach.similarity as similarity
-
     assert "aid to the\ninstructor, not a security boundary" in similarity.__doc__
 
 
 # ====================================================================== flags
-import base64                                                                  # noqa: E402
-import zlib                                                                    # noqa: E402
-
-from ioattn.teach.flags import flags, notebook_flags                           # noqa: E402
-
-from .helpers import CHEATS                                                    # noqa: E402
 
 
 def encoded_paste() -> str:
@@ -464,9 +455,6 @@ def test_what_reaches_past_the_notebook_is_flagged(code, line, says):
 
 
 def test_honest_code_and_the_handouts_are_not_flagged():
-    from ioattn.teach.build import notebook_source
-    import jupytext
-
     for name in ("matmul", "flash", "flash_fa1", "flash_helpers", "backward", "pebbling"):
         assert flags([solution(name)]) == [], name
     for stem in ("honest_reference", "honest_helper_class", "honest_print_logging",

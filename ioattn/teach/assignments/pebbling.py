@@ -29,8 +29,8 @@ The answers come from :mod:`ioattn.teach.keys.pebbling`, which the graded notebo
 ``B`` from the grader's heuristic schedules (not an optimum, hence the quarter of slack: pasting
 the grader's game earns nothing a good schedule of one's own does not), the construction from
 ``segment_parts``. The exact optimum is out of reach on these graphs (below) and the search's
-proven lower bounds are far below ``B``, so neither can be the reference. :func:`ioattn.pebble.hong_kung_partition`
-cuts after every ``M`` reads and writes, not ``T < M``.
+proven lower bounds are far below ``B``, so neither can be the reference.
+:func:`ioattn.pebble.hong_kung_partition` cuts after every ``M`` reads and writes, not ``T < M``.
 
 *Beyond exact search.* :func:`ioattn.pebble.min_io` does not finish on these graphs: a graph is
 kept only if the search gives up within 1,000 states, with a proven lower bound above the I/O
@@ -221,9 +221,10 @@ def _check_schedule(answers, graphs: list, M: int, key) -> str:
 
 def max_moves(g: Graph) -> int:
     """The most moves a game on ``g`` may have to be replayed: :data:`MOVES_PER_VERTEX` per
-    vertex. A game computing each vertex once and reading no value it holds makes at most two
-    reads, one compute, one write and three deletes per operation, and a game with more I/O
-    than twice the best known earns nothing anyway."""
+    vertex. No game that earns a point is refused: a game computing each vertex once has at
+    most as many deletes as reads and computes, so at most ``2 io + 2 |V|`` moves; it earns
+    nothing from ``io = 2B`` on; and ``B <= 3 |V|``, as the best known game reads at most two
+    operands per operation and writes each value at most once."""
     return MOVES_PER_VERTEX * len(g)
 
 
@@ -263,9 +264,10 @@ def _parts(parts, g: Graph, where: str) -> list:
 
     Before anything is built from them, the parts must be a partition of the graph's
     operations (its non-input vertices) in size and in content: at most one part per operation,
-    no more vertices in all than it has operations, each an operation of the graph, none twice,
-    none left out. So the check that follows (:func:`ioattn.pebble.check_partition`, which
-    builds a flow network per part) works on at most the graph's size, whatever was returned.
+    none larger than the graph, each vertex an operation of the graph, none twice, none left
+    out (at most one vertex more than the graph has is looked at). So the check that follows
+    (:func:`ioattn.pebble.check_partition`, which builds a flow network per part) works on at
+    most the graph's size, whatever was returned.
     """
     shape = "partition should return a list of sets of vertices, e.g. [{'v1', 'v2'}, {'v3'}]"
     if not isinstance(parts, (list, tuple)):
