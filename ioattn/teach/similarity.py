@@ -17,8 +17,25 @@ A report for one assignment, from the students' notebooks and the student notebo
     for pair in similar_pairs(codes, starter=starter):
         print(pair.text())
 
+For a whole class, :func:`similar_in_class` does all of it: the handout's code and the code its
+hints show are discounted (:func:`handout_code`), and every student is compared with every
+classmate and with every public source of the assignment (:func:`public_sources`: the grader's
+keys, and the repository's own honest solutions where the repository is at hand).
+
 A pair is a lead for a person to read, not proof: two students who both copied the same outside
-source look the same, and a copy rewritten line by line does not.
+source look the same, and a copy rewritten line by line does not. **This is an aid to the
+instructor, not a security boundary**: the sources are public, and code can be hidden from any
+comparison of text (encoded and run with ``exec``, fetched at run time); :mod:`ioattn.teach.flags`
+lists notebooks that do such things. Marks come from the grader's checks on hidden data, never
+from this report.
+
+Similarity is *containment both ways*: the share of one student's fingerprints found in the
+other's code, and the share of the other's found in the first's, of which the larger is
+reported. A paste renamed throughout is still whole in its source (copydetect replaces every
+name), and a paste padded with code of one's own still contains all of the source: both score
+near 100%. The price is that a short answer wholly inside a long one scores high too, which is
+why students with less than :data:`MIN_TOKENS` of code of their own are left out, and the code
+every student was given or shown is discounted first.
 
 >>> solution = '''
 ... def tiled_matmul(mem, A, B, C):
@@ -42,6 +59,7 @@ source look the same, and a copy rewritten line by line does not.
 from __future__ import annotations
 
 import io
+import re
 from dataclasses import dataclass
 from numbers import Real
 from os import PathLike
@@ -49,7 +67,8 @@ from pathlib import Path
 
 from .build import VARIANT_TAG, _need
 
-__all__ = ["MIN_TOKENS", "NOISE", "Pair", "answer_code", "similar_pairs"]
+__all__ = ["MIN_TOKENS", "NOISE", "Pair", "answer_code", "handout_code", "public_sources",
+           "similar_in_class", "similar_pairs"]
 
 #: copydetect's noise threshold ``k`` (its default): matches shorter than this many characters of
 #: tokenized code are ignored. The guarantee threshold is the same, so the winnowing window is 1
@@ -64,36 +83,46 @@ EXCERPT_LINES = 3
 
 @dataclass(frozen=True)
 class Pair:
-    """Two students whose answer code is near-identical.
+    """Two students, or a student and a public source, whose answer code overlaps.
 
     Attributes
     ----------
     first, second : str
-        The students' ids, ``first < second``.
+        The students' ids, ``first < second`` (or the student, then the source's name).
     similarity : float
-        In [0, 1]: the smaller of copydetect's two directional scores, each the fraction of one
-        student's tokenized code (after the starter's is taken out) that is covered by
-        fingerprints the other student's code has too. The smaller one is the share of the
-        *less* covered submission, so a high value means each submission is mostly the other:
-        near-identical, as asked. (The larger score alone would flag a short answer that happens
-        to be contained in a long one; a copy padded with much code of one's own scores low and
-        needs a person reading the pairs just below the threshold.)
+        In [0, 1]: the larger of copydetect's two directional scores, each the share of one
+        side's tokenized code (after the handout's is taken out) that is covered by fingerprints
+        the other side has too. The larger one catches a copy padded with code of one's own
+        (the copy is still whole in the padded code) as well as a near-identical one.
     shared : str
         A few lines of ``first``'s code from the longest stretch that both share ("" if none).
+    first_in_second, second_in_first : float
+        The two directional scores (0 when not given): the share of ``first``'s code found in
+        ``second``'s, and the other way.
     """
 
     first: str
     second: str
     similarity: float
     shared: str = ""
+    first_in_second: float = 0.0
+    second_in_first: float = 0.0
 
     def text(self) -> str:
-        """One line for a report.
+        """One line for a report; the two directions too when they differ by more than a
+        tenth (a short code inside a longer one, or a padded copy).
 
         >>> Pair("ada", "alan", 0.968).text()
         'ada and alan: 97% similar'
+        >>> Pair("ada", "key", 0.97, "", 0.97, 0.31).text()
+        "ada and key: 97% similar (97% of ada's code is in key's, 31% of key's in ada's)"
         """
-        return f"{self.first} and {self.second}: {self.similarity:.0%} similar"
+        line = f"{self.first} and {self.second}: {self.similarity:.0%} similar"
+        if abs(self.first_in_second - self.second_in_first) <= 0.1:
+            return line
+        return (f"{line} ({self.first_in_second:.0%} of {self.first}'s code is in "
+                f"{self.second}'s, {self.second_in_first:.0%} of {self.second}'s in "
+                f"{self.first}'s)")
 
 
 def _starter_lines(starter) -> set[str]:
@@ -195,8 +224,9 @@ def similar_pairs(codes: dict[str, str], *, starter: str = "",
         In (0, 1]: the least :attr:`Pair.similarity` reported.
     known : dict of str to str, optional
         Name -> code of sources no student should copy from (the grader's own answers,
-        :mod:`ioattn.teach.keys`). A student and a source are a pair when at least
-        ``threshold`` of the student's code is found in the source (the source may be longer).
+        :mod:`ioattn.teach.keys`, the repository's solutions). A student and a source are a
+        pair when at least ``threshold`` of the student's code is found in the source, or of
+        the source's in the student's (a source pasted whole among code of one's own).
 
     Returns
     -------
@@ -224,17 +254,99 @@ def similar_pairs(codes: dict[str, str], *, starter: str = "",
     pairs = []
     for i, first in enumerate(students):
         for second in students[i + 1:]:
-            _, scores, slices = copydetect.compare_files(prints[first], prints[second])
-            similarity = min(1.0, max(0.0, float(min(scores))))
-            if similarity >= threshold:
-                pairs.append(Pair(first, second, similarity,
-                                  _excerpt(prints[first].raw_code, slices[0])))
+            pair = _pair(copydetect, first, prints[first], second, prints[second], threshold)
+            if pair is not None:
+                pairs.append(pair)
     for name in sorted(known or {}):
         source = _fingerprint(copydetect, name, known[name], boilerplate)
+        if source.token_coverage < MIN_TOKENS:
+            continue
         for student in students:
-            _, scores, slices = copydetect.compare_files(prints[student], source)
-            similarity = min(1.0, max(0.0, float(scores[0])))
-            if similarity >= threshold:
-                pairs.append(Pair(student, name, similarity,
-                                  _excerpt(prints[student].raw_code, slices[0])))
+            pair = _pair(copydetect, student, prints[student], name, source, threshold)
+            if pair is not None:
+                pairs.append(pair)
     return sorted(pairs, key=lambda p: (-p.similarity, p.first, p.second))
+
+
+def _pair(copydetect, first: str, one, second: str, other, threshold: float):
+    """The :class:`Pair` of two fingerprinted codes if the larger containment reaches
+    ``threshold``, else ``None``."""
+    _, scores, slices = copydetect.compare_files(one, other)
+    shares = [min(1.0, max(0.0, float(x))) for x in scores]
+    similarity = max(shares)
+    if similarity < threshold:
+        return None
+    return Pair(first, second, similarity, _excerpt(one.raw_code, slices[0]), *shares)
+
+
+# ---------------------------------------------------------------------- a whole class
+#: Markdown code: fenced blocks and inline spans (the hints' code, shown to every student).
+_FENCED = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
+_INLINE = re.compile(r"`([^`\n]+)`")
+
+
+def handout_code(assignment: str) -> str:
+    """The code every student of ``assignment`` was given or shown, to be discounted.
+
+    The shipped notebook's code cells, the code its text shows (fenced blocks and inline code,
+    such as the hints' ``m[...] = maximum(m, S.max(axis=1))``), and the code written in its
+    code cells' comments, one fragment a line. Honest students who follow the same hints write
+    those lines; they are no sign of copying.
+    """
+    from .build import notebook_source
+
+    jupytext = _need("jupytext")
+    notebook = jupytext.read(notebook_source(assignment))
+    parts = []
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            parts.append(cell.source)
+            parts += [line.split("#", 1)[1].strip() for line in cell.source.splitlines()
+                      if "#" in line]
+        elif cell.cell_type == "markdown":
+            parts += _FENCED.findall(cell.source)
+            parts += _INLINE.findall(cell.source)
+    return "\n".join(parts)
+
+
+def public_sources(assignment: str) -> dict[str, str]:
+    """Name -> code of the public sources of ``assignment`` no student should paste: the
+    grader's keys module (:mod:`ioattn.teach.keys`), and the repository's honest solutions
+    (``tests/teach/solutions/<assignment>*.py``) when ioattn runs from a checkout of the
+    repository (an installed package has none)."""
+    from importlib.util import find_spec
+
+    sources = {}
+    spec = find_spec(f"ioattn.teach.keys.{assignment}")
+    if spec is not None and spec.origin:
+        sources[f"ioattn.teach.keys.{assignment}"] = Path(spec.origin).read_text(encoding="utf-8")
+    solutions = Path(__file__).resolve().parents[2] / "tests" / "teach" / "solutions"
+    if solutions.is_dir():
+        for path in sorted(solutions.glob(f"{assignment}*.py")):
+            sources[f"tests/teach/solutions/{path.name}"] = path.read_text(encoding="utf-8")
+    return sources
+
+
+def similar_in_class(assignment: str, submissions, threshold: float = 0.8) -> list[Pair]:
+    """:func:`similar_pairs` for a class of ``assignment``: every student against every
+    classmate and every public source (:func:`public_sources`), the handout's code and its
+    hints' discounted (:func:`handout_code`).
+
+    Parameters
+    ----------
+    assignment : str
+        The assignment's name.
+    submissions : iterable of (str or None, path)
+        ``(student, notebook path)``; a student of ``None`` is named after the file. Notebooks
+        that cannot be read are left out (the grading reports say why).
+    threshold : float
+        As for :func:`similar_pairs`.
+    """
+    codes = {}
+    for student, path in submissions:
+        try:
+            codes[student or Path(path).stem] = answer_code(path)
+        except (OSError, ValueError):
+            continue
+    return similar_pairs(codes, threshold=threshold, starter=handout_code(assignment),
+                         known=public_sources(assignment))

@@ -126,14 +126,27 @@ def test_exact_crossover_is_the_honest_scan(N, d, W):
 
 
 def test_the_question_is_well_defined_over_every_size_asked():
-    """FlashAttention is the cheaper at 4 d^2 and the crossover is above 4 d + 4, for every d of
-    the hidden range (and so of the variants), N across its range, every weight."""
+    """FlashAttention is the cheaper at 4 d^2 and the crossover is above 4 d + 4 for every
+    variant, and for every hidden instance drawn (drawn again where it would not be), at the
+    corners of the hidden ranges too."""
     for W in cx.WEIGHTS:
-        for d in range(cx.HIDDEN_D[0], cx.HIDDEN_D[1] + 1):
-            for N in (cx.HIDDEN_N[0], 257, 1000, 2048, cx.HIDDEN_N[1]):
+        for d in cx.DS:
+            for N in cx.NS:
                 assert key.exact_crossover(N, d, W) > 4 * d + 4      # raises if not defined
+    spec = get("crossover")
+    for k in range(40):
+        p = spec.variant(STUDENTS[k % len(STUDENTS)]).params
+        for N, d, W in spec.hidden(p, np.random.default_rng(k)):
+            assert cx.HIDDEN_N[0] <= N <= cx.HIDDEN_N[1] and d != p["d"]
+            assert cx.HIDDEN_D[0] <= d <= cx.HIDDEN_D[1] and cx.HIDDEN_W[0] <= W <= cx.HIDDEN_W[1]
+            assert key.exact_crossover(N, d, W) > 4 * d + 4
+    for N in cx.HIDDEN_N:
+        for d in cx.HIDDEN_D:
+            for W in cx.HIDDEN_W:
+                key.exact_crossover(N, d, W)                         # defined at the corners
     assert set(cx.NS) <= set(range(cx.HIDDEN_N[0], cx.HIDDEN_N[1] + 1))
     assert set(cx.DS) <= set(range(cx.HIDDEN_D[0], cx.HIDDEN_D[1] + 1))
+    assert set(cx.WEIGHTS) <= set(range(cx.HIDDEN_W[0], cx.HIDDEN_W[1] + 1))
 
 
 def test_honest_answers_get_full_marks_hidden():
@@ -161,11 +174,11 @@ def test_the_plain_scan_gets_full_marks_and_the_key_costs_every_M_at_once(monkey
     spec = get("crossover")
     for k, student in enumerate(STUDENTS[:10]):
         p = spec.variant(student).params
-        for N, d in [(p["N"], p["d"])] + spec.hidden(p, np.random.default_rng(k)):
+        for N, d, W in [(p["N"], p["d"], p["W"])] + spec.hidden(p, np.random.default_rng(k)):
             arrays.clear()
             scalars.clear()
             key.exact_crossover.cache_clear()
-            key.exact_crossover(N, d, p["W"])
+            key.exact_crossover(N, d, W)
             assert arrays == [4 * d * d - 4 * d - 3] * 2 and 5 <= len(scalars) <= 6
 
 
@@ -426,10 +439,14 @@ def test_padding_costs_exactly_by_the_rule():
 
 
 def test_the_score_rule():
-    assert pb.score(20, 20) == pb.score(3, 20) == 1.0
-    assert pb.score(21, 20) == 0.95 and pb.score(26, 25) == 0.96
-    assert pb.score(30, 20) == 0.5 and pb.score(40, 20) == 0.0 and pb.score(90, 20) == 0.0
-    assert all(pb.score(b + 1, b) < 1 for b in range(1, 500))
+    assert pb.score(20, 20) == pb.score(3, 20) == pb.score(25, 20) == 1.0   # a quarter over
+    assert pb.full_marks(20) == 25 and pb.full_marks(25) == 31 and pb.full_marks(3) == 3
+    assert pb.score(26, 20) == 0.93 and pb.score(32, 25) == 0.94            # 14/15, 18/19
+    assert pb.score(30, 20) == 0.66 and pb.score(40, 20) == 0.0 and pb.score(90, 20) == 0.0
+    assert pb.score(40, 25) == 0.52
+    assert all(pb.score(pb.full_marks(b) + 1, b) < 1 <= pb.score(pb.full_marks(b), b)
+               for b in range(1, 500))
+    assert all(pb.score(2 * b, b) == 0 < pb.score(2 * b - 1, b) for b in range(2, 100))
 
 
 def test_illegal_incomplete_or_recomputing_games_get_nothing():

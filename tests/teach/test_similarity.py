@@ -231,14 +231,14 @@ def test_pairs_are_symmetric():
     assert (forward[0].first, forward[0].second) == (backward[0].first, backward[0].second)
 
 
-def test_similarity_is_the_share_of_the_less_covered_submission():
-    # All of ada's answer is in bob's, but bob's is twice as long (trying it out, in code of his
-    # own): not near-identical. The documented trade-off: a copy padded with as much code again
-    # scores about one half, and is left to a person reading the pairs below the threshold.
+def test_similarity_is_the_larger_containment():
+    # All of ada's answer is in bob's, padded with as much code again: still a copy, reported
+    # at the larger share (all of ada's code is in bob's), with both directions in the text.
     padded = ADA + STARTER
-    assert similar_pairs({"ada": ADA, "bob": padded}) == []
-    (pair,) = similar_pairs({"ada": ADA, "bob": padded}, threshold=0.3)
-    assert 0.35 < pair.similarity < 0.6
+    (pair,) = similar_pairs({"ada": ADA, "bob": padded})
+    assert pair.similarity == pair.first_in_second == pytest.approx(1.0)
+    assert 0.35 < pair.second_in_first < 0.6
+    assert "100% of ada's code is in bob's" in pair.text()
 
 
 def test_pairs_are_sorted_most_similar_first_and_unordered():

@@ -13,7 +13,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..judge import fail, judge_outputs
+from ..judge import GradingFailure, fail, judge_outputs
 from ..variants import Variant, check_course, check_student_id, student_rng
 
 __all__ = ["Assignment", "Context", "Question", "REGISTRY", "get", "register"]
@@ -148,16 +148,51 @@ class BudgetAssignment(Assignment):
             where = f"{label}{'' if rng is None else ', hidden data'}: {self.describe(params)}"
             run = answers.run(self.function, params["M"], inputs, outputs,
                               args=self.extra_args(params), time_limit=self.time_limit)
-            io = judge_outputs(run, expected, where=where)
+            io = self.judge(run, expected, where, params)
             if question == "q1":
                 notes.append(f"right on {label}")
                 continue
             cap = self.budget(params)
             if io.total > cap:
                 fail("budget", f"{self.function} moved {io.total:,} entries ({where}); the "
-                     f"budget is {cap:,}")
+                     f"budget is {cap:,}{self.budget_hint(params)}")
             notes.append(f"{io.total:,} entries on {label} (budget {cap:,})")
         return f"{self.function}: " + "; ".join(notes)
+
+    def judge(self, run, expected: dict, where: str, p: dict):
+        """:func:`~ioattn.teach.judge.judge_outputs`, saying what to fix: with several outputs,
+        every wrong one and which are right; and each reason followed by :meth:`hint`."""
+        try:
+            if run.error is not None or len(expected) == 1:
+                return judge_outputs(run, expected, where=where)
+            right, wrong = [], []
+            for name, want in expected.items():
+                try:
+                    judge_outputs(run, {name: want}, where=where)
+                    right.append(name)
+                except GradingFailure as failure:
+                    wrong += failure.reasons
+            if wrong:
+                if right:
+                    verb = "is" if len(right) == 1 else "are"
+                    wrong[-1] = (wrong[-1][0], f"{wrong[-1][1]}; {' and '.join(right)} {verb} "
+                                 "right")
+                raise GradingFailure(wrong)
+            return run.machine.memory.io
+        except GradingFailure as failure:
+            raise GradingFailure([(kind, detail + self.hint(p, kind, detail))
+                                  for kind, detail in failure.reasons], failure.score) from None
+
+    def hint(self, p: dict, kind: str, detail: str) -> str:
+        """Text appended to a reason a run failed (``kind`` ``"error"``, ``"time"`` or
+        ``"wrong"``): what the variant asks that the program may have missed (none by
+        default)."""
+        return ""
+
+    def budget_hint(self, p: dict) -> str:
+        """Text appended to an over-budget message: what the budget assumes (none by
+        default)."""
+        return ""
 
     def extra_args(self, p: dict) -> tuple:
         """Plain arguments passed after the arrays (none by default)."""

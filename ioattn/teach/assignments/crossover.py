@@ -16,10 +16,14 @@ The student hands in
   strictly less than square tiling's (below ``4 d + 4``, where FlashAttention cannot run, it is
   not). For every size the assignment asks about, FlashAttention is the cheaper at ``4 d^2``,
   so the answer is well defined and exceeds ``4 d + 4`` (a test proves it over the ranges).
-  Graded on the student's own ``(N, d, W)`` and, when grading, on three hidden ``(N, d)`` (``N``
-  from 200 to 4096, ``d`` from 16 to 64, ``d`` not the student's) with the student's ``W``,
-  each against the grader's exact scan; the result must be an exact integer (a ``bool``, a
-  ``float`` or anything else is wrong), so an answer written in for one size fails.
+  Graded on the student's own ``(N, d, W)`` and, when grading, on three hidden ``(N, d, W)``
+  (``N`` from 16 to 8192, ``d`` from 16 to 96 and not the student's, ``W`` from 1 to 12, each
+  with a crossover above ``4 d + 4``), each against the grader's exact scan; the result must be
+  an exact integer (a ``bool``, a ``float`` or anything else is wrong), so an answer written in
+  for one size fails. The variants' sizes and weights are public and the crossover hardly
+  depends on ``N`` at large ``N``, so a table of answers tabulated for them would carry over to
+  hidden sizes of the same ``(d, W)``; hidden instances take ``d`` and ``W`` from wider ranges
+  and ``N`` down to where it matters (a test shows such tables failing and the scan passing).
 - ``m_predicted(d, W)``: the crossover predicted from the leading terms of the two costs, for
   any head dimension and write weight. Graded within one percent on the student's own
   ``(d, W)`` and, when grading, on :data:`HIDDEN` hidden ``(d, W)`` (``d`` in
@@ -53,11 +57,15 @@ WEIGHTS = (2, 3, 4)
 NS = (256, 512, 1024, 2048, 4096)
 DS = (16, 24, 32, 40, 48)
 
-#: The ranges (inclusive) of the hidden sizes.
-HIDDEN_N, HIDDEN_D = (200, 4096), (16, 64)
+#: The ranges (inclusive) of the hidden sizes of both questions: ``N`` down to lengths where a
+#: whole sequence fits in a query block (where the crossover moves with ``N``), ``d`` up to
+#: twice the variants'.
+HIDDEN_N, HIDDEN_D = (16, 8192), (16, 96)
 
-#: The range (inclusive) of the hidden write weights of ``m_predicted``.
-HIDDEN_W = (1, 9)
+#: The range (inclusive) of the hidden write weights of both questions: each hidden instance of
+#: ``crossover`` has a weight of its own, so that a table of the variants' answers (sizes and
+#: weights all public) does not carry over.
+HIDDEN_W = (1, 12)
 
 #: How many hidden ``(N, d)`` (``(d, W)``) a graded ``crossover`` (``m_predicted``) is called on.
 HIDDEN = 3
@@ -90,24 +98,35 @@ class Crossover(Assignment):
                  f"crossover with write weight W = {W}")
         if ctx.public:
             return f"crossover({N}, {d}, {W}) = {own:,} is right"
-        for N2, d2 in self.hidden(ctx.params, ctx.rng):
-            got, truth = self._one(answers, N2, d2, W), exact_crossover(N2, d2, W)
+        for N2, d2, W2 in self.hidden(ctx.params, ctx.rng):
+            got, truth = self._one(answers, N2, d2, W2), exact_crossover(N2, d2, W2)
             if got != truth:
                 same = " (the answer for your own sizes)" if got == own else ""
-                fail("wrong", f"crossover({N2}, {d2}, {W}) returned {got:,}{same}; the "
-                     f"crossover at those hidden sizes is {truth:,}")
-        return (f"crossover is exact on ({N}, {d}, {W}) and on {HIDDEN} hidden sizes with "
-                f"W = {W}")
+                fail("wrong", f"crossover({N2}, {d2}, {W2}) returned {got:,}{same}; the "
+                     f"crossover at those hidden sizes and weight is {truth:,}")
+        return (f"crossover is exact on ({N}, {d}, {W}) and on {HIDDEN} hidden sizes and "
+                "weights")
 
     @staticmethod
-    def hidden(p: dict, rng) -> list[tuple[int, int]]:
-        """:data:`HIDDEN` sizes ``(N, d)`` the student never saw (``d`` not theirs)."""
+    def hidden(p: dict, rng) -> list[tuple[int, int, int]]:
+        """:data:`HIDDEN` instances ``(N, d, W)`` the student never saw, drawn from ``rng``:
+        ``N``, ``d`` and ``W`` from :data:`HIDDEN_N`, :data:`HIDDEN_D` and :data:`HIDDEN_W`,
+        ``d`` not theirs, each a question with a crossover inside the range (FlashAttention the
+        cheaper at ``4 d^2`` and not below ``4 d + 4``; drawn again otherwise)."""
+        from ..keys.crossover import exact_crossover
+
         sizes = []
         while len(sizes) < HIDDEN:
-            N2, d2 = int(rng.integers(HIDDEN_N[0], HIDDEN_N[1] + 1)), \
-                int(rng.integers(HIDDEN_D[0], HIDDEN_D[1] + 1))
-            if d2 != p["d"] and (N2, d2) not in sizes:
-                sizes.append((N2, d2))
+            N2, d2, W2 = (int(rng.integers(lo, hi + 1)) for lo, hi in (HIDDEN_N, HIDDEN_D,
+                                                                       HIDDEN_W))
+            if d2 == p["d"] or (N2, d2, W2) in sizes:
+                continue
+            try:
+                inside = exact_crossover(N2, d2, W2) > 4 * d2 + 4
+            except ValueError:
+                inside = False
+            if inside:
+                sizes.append((N2, d2, W2))
         return sizes
 
     @staticmethod

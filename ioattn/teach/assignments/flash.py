@@ -12,6 +12,11 @@ nonempty: a program that streams the keys a query block needs once per block, wi
 block as large as the cache allows, fits (a test runs one at the least and greatest M of
 every (N, d) of the grid, for every mask, at the least and greatest W).
 
+The loop order is part of question 2, and the notebook says so: FlashAttention-1's order (K/V
+blocks outside) moves about 1.2 to 1.6 times the reference at its best blocks, and a quarter over
+its own count would admit FlashAttention-2's order with square blocks or the first paper's block
+rule; its over-budget message names the loop order (:meth:`Flash.budget_hint`).
+
 Variants: the mask and ``W``; ``d`` in {8, 12, 16}, ``N`` in {96, 128, 160, 192}, and ``M`` with a
 largest query block of 6 to 12 rows (the grid of :func:`grid`).
 """
@@ -110,6 +115,11 @@ class Flash(BudgetAssignment):
 
     def budget(self, p):
         return budget(p["N"], p["d"], p["M"], mask_of(p))
+
+    def budget_hint(self, p):
+        return ("; the budget is that of FlashAttention-2's loop order, query blocks outside "
+                "with their rows kept in the cache (FlashAttention-1's order, K/V blocks "
+                "outside, moves more)")
 
     def problem(self, p, rng):
         N, d = p["N"], p["d"]

@@ -26,7 +26,8 @@ import numpy as np
 
 from .base import BudgetAssignment, Question, register
 
-__all__ = ["FORMS", "Matmul", "budget", "example_inputs", "product", "shapes", "within_budget"]
+__all__ = ["FORMS", "Matmul", "budget", "example_inputs", "product", "shapes", "storage",
+           "within_budget"]
 
 #: The products a variant asks for.
 FORMS = ("A @ B", "A.T @ B", "A @ B.T")
@@ -51,6 +52,22 @@ def budget(m: int, k: int, n: int, M: int) -> int:
 def shapes(form: str, m: int, k: int, n: int) -> tuple[tuple, tuple]:
     """How ``A`` and ``B`` are stored for ``form``."""
     return ((k, m) if form == "A.T @ B" else (m, k)), ((n, k) if form == "A @ B.T" else (k, n))
+
+
+def storage(p: dict) -> str:
+    """How the variant's ``A`` and ``B`` are stored, in words, for messages: ``"for FORM =
+    'A @ B.T', A is stored m x k = 40 x 50 and B is stored n x k = 30 x 50, so a tile of B
+    is used transposed (b.T)"``."""
+    form = p["FORM"]
+    a, b = shapes(form, p["m"], p["k"], p["n"])
+    names = {"A @ B": ("m x k", "k x n"), "A.T @ B": ("k x m", "k x n"),
+             "A @ B.T": ("m x k", "n x k")}[form]
+    text = (f"for FORM = {form!r}, A is stored {names[0]} = {a[0]} x {a[1]} and B is stored "
+            f"{names[1]} = {b[0]} x {b[1]}")
+    if form == "A @ B":
+        return text
+    which = "A" if form == "A.T @ B" else "B"
+    return f"{text}, so a tile of {which} is used transposed ({which.lower()}.T)"
 
 
 def product(form: str, A, B):
@@ -96,6 +113,12 @@ class Matmul(BudgetAssignment):
             a, b = shapes(p["FORM"], p["m"], p["k"], p["n"])
             A, B = rng.standard_normal(a), rng.standard_normal(b)
         return {"A": A, "B": B}, {"C": (p["m"], p["n"])}, {"C": product(p["FORM"], A, B)}
+
+    def hint(self, p, kind, detail):
+        shapes_wrong = "broadcast" in detail or "shape" in detail
+        if kind == "time" or not (shapes_wrong or p["FORM"] != "A @ B" and "is wrong" in detail):
+            return ""
+        return f" ({storage(p)})"
 
     def hidden(self, p, rng, question):
         if question == "q2":

@@ -14,9 +14,11 @@ once** (no recomputation). The student hands in two functions:
   (``("read", "a")``, ``("compute", "v1")``, ``("write", "v7")``, ``("delete", "a")``). Graded
   on the student's own graph and, when grading, on :data:`HIDDEN` graphs drawn as the variants
   are, each game legal and complete (:meth:`ioattn.pebble.PebbleGame.play` checks every move) and
-  scored against the *best known* I/O ``B`` of its graph: ``q <= B`` earns 1, ``q > B`` earns
-  ``max(0, 1 - (q - B) / B)`` rounded down to a hundredth (:func:`score`); the question earns the
-  mean over the graphs, rounded down to a hundredth.
+  scored against the *best known* I/O ``B`` of its graph: ``q <= floor(5B/4)`` earns 1
+  (:data:`SLACK`), more earns ``(2B - q) / (2B - floor(5B/4))`` rounded down to a hundredth, 0 from
+  ``2B`` on (:func:`score`); the question earns the mean over the graphs, rounded down to a
+  hundredth. ``B`` is no optimum and a good schedule of the student's own need not match it:
+  an independent heuristic lands within the quarter (a test plays one).
 - ``partition(moves, M, T)``: the parts of a game cut into segments of ``T`` reads and writes,
   which form an ``(M + T)``-partition (Hong and Kung's construction, with ``T`` in place of
   ``M``). Graded on a plain game of the student's own graph with their ``T`` and, when grading,
@@ -24,9 +26,11 @@ once** (no recomputation). The student hands in two functions:
   ``(M + T)``-partition (:func:`ioattn.pebble.check_partition`) equal to the construction.
 
 The answers come from :mod:`ioattn.teach.keys.pebbling`, which the graded notebook cannot read:
-``B`` from the grader's heuristic schedules (not an optimum; a game that beats it earns full
-marks), the construction from ``segment_parts``. :func:`ioattn.pebble.hong_kung_partition`
-cuts after every ``M`` reads and writes, not ``T < M``.
+``B`` from the grader's heuristic schedules (not an optimum, hence the quarter of slack: pasting
+the grader's game earns nothing a good schedule of one's own does not), the construction from
+``segment_parts``. The exact optimum is out of reach on these graphs (below) and the search's
+proven lower bounds are far below ``B``, so neither can be the reference.
+:func:`ioattn.pebble.hong_kung_partition` cuts after every ``M`` reads and writes, not ``T < M``.
 
 *Beyond exact search.* :func:`ioattn.pebble.min_io` does not finish on these graphs: a graph is
 kept only if the search gives up within 1,000 states, with a proven lower bound above the I/O
@@ -44,7 +48,8 @@ from ...pebble import Graph, PebbleGame, SearchLimitError, check_partition, min_
 from ..judge import fail
 from .base import Assignment, Context, Question, register
 
-__all__ = ["HIDDEN", "Pebbling", "graph_of", "hidden_graphs", "score"]
+__all__ = ["HIDDEN", "Pebbling", "SLACK", "full_marks", "graph_of", "hidden_graphs", "max_moves",
+           "score"]
 
 #: Red pebbles a variant may have, and its segment lengths.
 PEBBLES, SEGMENTS = (4, 5), (2, 3)
@@ -55,6 +60,15 @@ PROBE_STATES = 1_000
 #: Hidden graphs each function is graded on, besides the student's own.
 HIDDEN = 2
 
+#: Full marks up to this fraction of the best known I/O: ``(5, 4)``, a quarter over. ``B``
+#: comes from the grader's heuristics and is no optimum, so a game that merely matches it shows
+#: nothing an independent good schedule does not: those land within a quarter of it (a test
+#: plays one), and the exact search cannot say how far either is from the optimum.
+SLACK = (5, 4)
+
+#: Moves per vertex of the graph beyond which a game is refused unplayed (:func:`max_moves`).
+MOVES_PER_VERTEX = 20
+
 #: Seconds one call of a student's function may take.
 TIME_LIMIT = 60.0
 
@@ -64,13 +78,21 @@ def graph_of(params: dict) -> Graph:
     return Graph([tuple(e) for e in params["EDGES"]])
 
 
+def full_marks(best: int) -> int:
+    """The most I/O that earns full marks against the best known ``best``: a quarter over it,
+    ``floor(5 best / 4)`` (:data:`SLACK`)."""
+    num, den = SLACK
+    return num * best // den
+
+
 def score(io: int, best: int) -> float:
     """The fraction of the points a game of I/O ``io`` earns against the best known ``best``:
-    1 if ``io <= best``, else ``max(0, 1 - (io - best) / best)`` rounded down to a hundredth
-    (exactly, in integers)."""
-    if io <= best:
+    1 up to :func:`full_marks` ``F``, then falling linearly to 0 at ``2 best``:
+    ``(2 best - io) / (2 best - F)`` rounded down to a hundredth (exactly, in integers)."""
+    top = full_marks(best)
+    if io <= top:
         return 1.0
-    return max(0, 100 * (2 * best - io) // best) / 100
+    return max(0, 100 * (2 * best - io) // (2 * best - top)) / 100
 
 
 def draw_edges(rng, M: int) -> list:
@@ -156,7 +178,7 @@ class Pebbling(Assignment):
             got, error = answers.call("partition", (moves, M, T), time_limit=TIME_LIMIT)
             if error is not None:
                 fail("error", f"partition(moves, {M}, {T}) on {where}: {error}")
-            parts = _parts(got)
+            parts = _parts(got, g, where)
             verdict = check_partition(g, parts, M + T)
             if not verdict.ok:
                 fail("wrong", f"partition(moves, {M}, {T}) on {where} is not a valid "
@@ -186,8 +208,9 @@ def _check_schedule(answers, graphs: list, M: int, key) -> str:
             lines.append(f"pebble on {where}: {problem}")
             continue
         scores.append(score(game.io, best))
-        lines.append(f"pebble on {where}: I/O {game.io}, best known {best}"
-                     + ("" if game.io <= best else f", earning {scores[-1]:.2f}"))
+        lines.append(f"pebble on {where}: I/O {game.io}, best known {best}, full marks up to "
+                     f"{full_marks(best)}"
+                     + ("" if scores[-1] == 1 else f", earning {scores[-1]:.2f}"))
     total = int(100 * sum(scores) / len(scores)) / 100     # the mean, rounded down
     if total == 1.0:
         return "; ".join(lines)
@@ -196,14 +219,28 @@ def _check_schedule(answers, graphs: list, M: int, key) -> str:
          score=total)
 
 
+def max_moves(g: Graph) -> int:
+    """The most moves a game on ``g`` may have to be replayed: :data:`MOVES_PER_VERTEX` per
+    vertex. No game that earns a point is refused: a game computing each vertex once has at
+    most as many deletes as reads and computes, so at most ``2 io + 2 |V|`` moves; it earns
+    nothing from ``io = 2B`` on; and ``B <= 3 |V|``, as the best known game reads at most two
+    operands per operation and writes each value at most once."""
+    return MOVES_PER_VERTEX * len(g)
+
+
 def _replay(g: Graph, M: int, moves) -> tuple[PebbleGame | None, str]:
     """``(game, "")`` for a legal, complete game computing each vertex once, else
     ``(None, what is wrong)``."""
-    if not isinstance(moves, (list, tuple)) or not all(
-            isinstance(m, (list, tuple)) and len(m) == 2 and all(isinstance(x, str) for x in m)
-            for m in moves):
-        return None, ("it should return a list of (move, vertex) pairs of strings, e.g. "
-                      "('read', 'a')")
+    shape = "it should return a list of (move, vertex) pairs of strings, e.g. ('read', 'a')"
+    if not isinstance(moves, (list, tuple)):
+        return None, shape
+    if len(moves) > max_moves(g):
+        return None, (f"{len(moves):,} moves: a game on this graph of {len(g)} vertices, each "
+                      f"computed once, needs far fewer, and more than {max_moves(g):,} are "
+                      "refused unplayed")
+    if not all(isinstance(m, (list, tuple)) and len(m) == 2
+               and all(isinstance(x, str) for x in m) for m in moves):
+        return None, shape
     game = PebbleGame(g, M)
     for k, (kind, v) in enumerate(moves):
         try:
@@ -222,12 +259,46 @@ def _replay(g: Graph, M: int, moves) -> tuple[PebbleGame | None, str]:
     return game, ""
 
 
-def _parts(parts) -> list:
-    """The parts ``partition`` returned, as a list of frozensets, or a failure."""
+def _parts(parts, g: Graph, where: str) -> list:
+    """The parts ``partition`` returned, as a list of frozensets, or a failure.
+
+    Before anything is built from them, the parts must be a partition of the graph's
+    operations (its non-input vertices) in size and in content: at most one part per operation,
+    none larger than the graph, each vertex an operation of the graph, none twice, none left
+    out (at most one vertex more than the graph has is looked at). So the check that follows
+    (:func:`ioattn.pebble.check_partition`, which builds a flow network per part) works on at
+    most the graph's size, whatever was returned.
+    """
     shape = "partition should return a list of sets of vertices, e.g. [{'v1', 'v2'}, {'v3'}]"
     if not isinstance(parts, (list, tuple)):
         fail("wrong", shape)
-    if not all(isinstance(part, (list, tuple, set, frozenset))
-               and all(isinstance(v, str) for v in part) for part in parts):
-        fail("wrong", shape)
+    ops = [v for v in g.order if not g.is_input(v)]
+    lead = f"partition on {where} returned"
+    if len(parts) > len(ops):
+        fail("wrong", f"{lead} {len(parts):,} parts; the graph has {len(ops)} operations, so a "
+             "partition of them has at most that many parts (refused unchecked)")
+    known, seen = set(ops), set()
+    for k, part in enumerate(parts):
+        if not isinstance(part, (list, tuple, set, frozenset)):
+            fail("wrong", shape)
+        if len(part) > len(ops):
+            fail("wrong", f"{lead} a part of {len(part):,} vertices (part {k}); the graph has "
+                 f"{len(ops)} operations, each in exactly one part (refused unchecked)")
+        if not part:
+            fail("wrong", f"{lead} an empty part (part {k}): every part has a vertex")
+        for v in part:                  # at most len(ops) + 1 vertices looked at in all
+            if not isinstance(v, str):
+                fail("wrong", shape)
+            if v not in known:
+                what = "an input (inputs belong to no part)" if v in g.index else \
+                    "not a vertex of the graph"
+                fail("wrong", f"{lead} {v!r} in part {k}: {what}")
+            if v in seen:
+                fail("wrong", f"{lead} {v!r} in two parts (or twice): each operation is in "
+                     "exactly one part")
+            seen.add(v)
+    missing = [v for v in ops if v not in seen]
+    if missing:
+        fail("wrong", f"{lead} no part for {', '.join(missing[:5])}"
+             f"{' ...' if len(missing) > 5 else ''}: every operation is in exactly one part")
     return [frozenset(part) for part in parts]
