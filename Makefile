@@ -33,14 +33,16 @@ $(STAMP): pyproject.toml requirements.txt | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[$(ALL_EXTRAS)]'
 	touch $@ $(BOOK_STAMP)
 
+# Installs Debian's packages named after it, as root or through sudo.
+APT_INSTALL = if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq
+
 # The browser tests and the book's PDF need chromium: install Debian's package when there is no
 # Chromium-based browser (pdf.py also takes Google Chrome, as on GitHub's runners).
 chromium:
 	@command -v chromium >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1 || { \
 	  echo "chromium is missing: installing Debian's package"; \
-	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-	  $$SUDO apt-get update -qq && \
-	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+	  $(APT_INSTALL) chromium >/dev/null; }
 
 # The grader runs each notebook in namespaces of its own with bubblewrap (ioattn/teach/jail.py;
 # without it, or where the kernel refuses namespaces, it falls back to Landlock alone): install
@@ -48,9 +50,7 @@ chromium:
 bubblewrap:
 	@command -v bwrap >/dev/null 2>&1 || { \
 	  echo "bwrap is missing: installing Debian's package bubblewrap"; \
-	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-	  $$SUDO apt-get update -qq && \
-	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; }
+	  $(APT_INSTALL) bubblewrap >/dev/null; }
 
 # The tests run on every core (pytest-xdist); the book is built once, in the background, while
 # the other tests run, and only its execution cache is kept between runs (tests/book_build.py).
