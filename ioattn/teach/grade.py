@@ -15,8 +15,10 @@ For each submission :func:`grade`
 
 A call that runs out of time, or during which the notebook's process ends, fails its question
 with the reason; the questions before it keep their scores, and the notebook is started again
-for the next call, at most :data:`MAX_RESTARTS` times in all: after that, the questions left get
-0 with a reason that says so. Whatever else goes wrong while one notebook is graded is that
+for the next question, at most :data:`MAX_RESTARTS` times, and only while its cells have time
+left: the time its cells may take (``notebook_time``, ``--timeout``) is for all its starts
+together. After that, the questions left get 0 with a reason that says so. So one notebook
+costs at most ``notebook_time`` for its cells plus its calls' limits, however it fails. Whatever else goes wrong while one notebook is graded is that
 notebook's failure, in its report.
 
 :func:`grade_many` grades a class: each submission in a worker process of its own (started
@@ -82,11 +84,14 @@ class GaveUp(Crashed):
 
 
 class _Bounded(Submission):
-    """A :class:`Submission` started at most ``1 + restarts`` times."""
+    """A :class:`Submission` started at most ``1 + restarts`` times, whose cells have
+    ``notebook_time`` seconds in all, over every start."""
 
     def __init__(self, cells, *, restarts: int, **limits):
         super().__init__(cells, **limits)
         self.restarts = int(restarts)
+        self.budget = self.notebook_time
+        self.used = 0.0
 
     def start(self) -> None:
         if self.starts > self.restarts:
@@ -94,7 +99,17 @@ class _Bounded(Submission):
             raise GaveUp(f"not started again: it ended or ran past its time in each of its "
                          f"{self.starts} starts, and the grader starts a notebook at most "
                          f"{1 + self.restarts} times")
-        super().start()
+        left = self.budget - self.used
+        if self.starts and left < 1.0:
+            self.close()
+            raise GaveUp(f"not started again: its cells have used their {self.budget:g} s "
+                         "(--timeout), which all its starts share")
+        self.notebook_time = left
+        begun = time.monotonic()
+        try:
+            super().start()
+        finally:
+            self.used += time.monotonic() - begun
 
 
 def grade(assignment: str, submission, *, student: str | None = None, seed: int | None = None,
@@ -337,15 +352,15 @@ def note_duplicates(reports) -> None:
 # ------------------------------------------------------------------------------ a class
 def deadline(assignment: str, notebook_time: float = NOTEBOOK_TIME,
              restarts: int = MAX_RESTARTS) -> float:
-    """Seconds one submission's grading may take in all, from the limits: every start of the
-    notebook at its cells' limit, :data:`CALLS_PER_QUESTION` calls per question at the
-    assignment's limit per call, and :data:`WORKER_SLACK`. A worker past it is stopped and the
-    submission reported as not graded."""
+    """Seconds one submission's grading may take in all, from the limits: its cells' time
+    (shared by all its starts), :data:`CALLS_PER_QUESTION` calls per question at the
+    assignment's limit per call, and :data:`WORKER_SLACK` for each start. A worker past it is
+    stopped and the submission reported as not graded."""
     spec = get(assignment)
     per_call = float(getattr(spec, "time_limit", 60.0))
     questions = sum(1 for q in spec.questions if not q.manual)
-    return ((1 + restarts) * float(notebook_time) + questions * CALLS_PER_QUESTION * per_call
-            + WORKER_SLACK)
+    return (float(notebook_time) + questions * CALLS_PER_QUESTION * per_call
+            + (1 + restarts) * WORKER_SLACK)
 
 
 def grade_many(assignment: str, submissions, *, jobs: int = 1, seed: int | None = None,

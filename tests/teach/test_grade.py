@@ -47,8 +47,8 @@ def test_a_process_that_ends_fails_only_that_question(tmp_path):
     code = solution("matmul") + (
         "\nimport os\n_honest = tiled_matmul\n"
         "def tiled_matmul(mem, A, B, C):\n"
-        "    if C.shape[0] % 13 and C.shape[0] % 14 and C.shape[0] % 15 and C.shape[0] % 16:\n"
-        "        os._exit(3)                       # the hidden awkward sizes of question 1\n"
+        "    if min(C.shape) < 39 or mem.M < 190:    # the hidden small sizes of question 1\n"
+        "        os._exit(3)\n"
         "    _honest(mem, A, B, C)\n")
     report = grade("matmul", notebook(tmp_path / "a.ipynb", "matmul", "ada", code), seed=3)
     q1, q2 = report.questions
