@@ -97,8 +97,8 @@ class _Bounded(Submission):
         if self.starts > self.restarts:
             self.close()
             raise GaveUp(f"not started again: it ended or ran past its time in each of its "
-                         f"{self.starts} starts, and the grader starts a notebook at most "
-                         f"{1 + self.restarts} times")
+                         f"{self.starts} start(s), and the grader starts a notebook at most "
+                         f"{1 + self.restarts} time(s)")
         left = self.budget - self.used
         if self.starts and left < 1.0:
             self.close()
