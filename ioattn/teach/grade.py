@@ -321,11 +321,12 @@ def find_submissions(folder, assignment: str) -> tuple[list, list]:
             continue
         try:
             _not_too_large(p)
-            record = notebook_record(nbformat.read(p, as_version=4))
         except ValueError as exc:
             problems.append(str(exc))
             continue
-        except Exception as exc:             # noqa: BLE001
+        try:
+            record = notebook_record(nbformat.read(p, as_version=4))
+        except Exception as exc:             # noqa: BLE001 (any unreadable file)
             problems.append(f"{p}: not a notebook ({type(exc).__name__})")
             continue
         if record.get("assignment", assignment) != assignment:
