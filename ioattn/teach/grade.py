@@ -18,8 +18,9 @@ with the reason; the questions before it keep their scores, and the notebook is 
 for the next question, at most :data:`MAX_RESTARTS` times, and only while its cells have time
 left: the time its cells may take (``notebook_time``, ``--timeout``) is for all its starts
 together. After that, the questions left get 0 with a reason that says so. So one notebook
-costs at most ``notebook_time`` for its cells plus its calls' limits, however it fails. Whatever else goes wrong while one notebook is graded is that
-notebook's failure, in its report.
+costs at most ``notebook_time`` for its cells plus its calls' limits, however it fails.
+Whatever else goes wrong while one notebook is graded is that notebook's failure, in its
+report.
 
 :func:`grade_many` grades a class: each submission in a worker process of its own (started
 afresh, never forked from this one), ``jobs`` at a time, each under a wall-clock deadline
@@ -50,8 +51,7 @@ from .assignments import Context, get
 from .judge import GradingFailure, reason
 from .referee import MEMORY, NOTEBOOK_TIME, Crashed, Submission, TimedOut, isolation, protect
 from .report import QuestionScore, Report
-from .variants import (check_course, check_student_id, grading_key, hidden_rng,
-                       key_fingerprint)
+from .variants import check_course, check_student_id, grading_key, hidden_rng, key_fingerprint
 
 __all__ = ["CHECK_TAG", "MAX_RESTARTS", "deadline", "find_submissions", "grade", "grade_many",
            "notebook_record", "run_folder", "student_of"]

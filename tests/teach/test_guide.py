@@ -9,8 +9,9 @@ pipefail``), in an empty folder, so only relative paths can work. It changes exa
 (a) in the line ``pip install "ioattn[teach] @ git+https://github.com/OWNER/NAME.git@COMMIT"``
     only the URL, which the book's build writes as its own repository at its commit
     (``book/_ext/repository.py``): here it is a git repository made of a copy of this
-    checkout, at its one commit, ``git+file://<copy>@<sha>``, so pip clones it and builds the
-    wheel (and the notebooks it ships as package data) as it would from the real repository;
+    checkout, at its one commit, ``git+file://localhost<copy>@<sha>``, so pip clones it and
+    builds the wheel (and the notebooks it ships as package data) as it would from the real
+    repository;
 
 (b) the students' step, between ``ioattn assign`` and ``chmod``: the block is cut at its
     ``chmod`` line and run as two scripts; between them the test hands in three notebooks,
@@ -83,7 +84,7 @@ def git_copy(checkout: Path) -> str:
         subprocess.run([*git, *args], check=True, capture_output=True)
     sha = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True,
                          text=True).stdout.strip()
-    return f"git+file://{checkout}@{sha}"
+    return f"git+file://localhost{checkout}@{sha}"      # a host: PEP 508 wants one
 
 
 def the_line(lines: list[str], pattern: str) -> int:
