@@ -436,6 +436,8 @@ def _collect(reader, proc, done: bool, limit: float, assignment: str, pair, opti
         except (EOFError, OSError):
             data = None
     reader.close()
+    if isinstance(data, dict):
+        proc.join(10)                        # it has reported: let it end on its own
     _stop(proc)
     if isinstance(data, dict):
         return Report.from_dict(data)
@@ -473,6 +475,7 @@ def _worker(writer, grader, assignment: str, path: str, student, options: dict) 
         report = (grader or grade)(assignment, path, student=student, **options)
     writer.send(report.to_dict())
     writer.close()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)        # nothing left to clean up
 
 
 def _exit(signum, frame):

@@ -115,6 +115,37 @@ def test_the_deadline_follows_from_the_limits():
     assert grading.deadline("matmul", 300, restarts=0) < grading.deadline("matmul", 300)
 
 
+def test_whatever_the_grader_raises_on_one_answer_fails_that_question_only(tmp_path,
+                                                                          monkeypatch):
+    """An error no check expected (here an OverflowError, as a value too large for a float
+    would raise) is that question's failure, with its message; the next question is graded."""
+    from ioattn.teach.assignments.matmul import Matmul
+
+    real = Matmul.check
+
+    def check(self, question, answers, ctx):
+        if question == "q1":
+            raise OverflowError("int too large to convert to float")
+        return real(self, question, answers, ctx)
+
+    monkeypatch.setattr(Matmul, "check", check)
+    path = notebook(tmp_path / "ada.ipynb", "matmul", "ada", solution("matmul"))
+    report = grade("matmul", path, key=KEY)
+    q1, q2 = report.questions
+    assert report.error is None and q2.score == 3, report.text()
+    assert q1.score == 0 and "could not check this answer: OverflowError" in q1.reasons[0]
+
+
+def test_whatever_the_grader_raises_on_one_notebook_is_its_report(tmp_path, monkeypatch):
+    def deep(path):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(grading, "_read", deep)
+    report = grade("matmul", tmp_path / "ada.ipynb", student="ada", key=KEY)
+    assert "could not grade it: RecursionError" in report.error
+    assert all(q.score is None for q in report.questions)
+
+
 # ============================================================================== restarts
 ENDS_IN_EVERY_CALL = "import os\ndef tiled_matmul(mem, A, B, C):\n    os._exit(4)\n"
 
@@ -144,6 +175,13 @@ def test_the_cells_time_is_shared_by_every_start(tmp_path):
 
 
 # ============================================================================== the key
+def test_the_guide_never_shows_a_fixed_seed():
+    import re
+
+    guide = Path(__file__).resolve().parents[2] / "book" / "assignments" / "guide.md"
+    assert not re.search(r"--seed[ =\"',]+\d", guide.read_text(encoding="utf-8"))
+
+
 def test_hidden_data_are_per_student_and_come_from_the_key():
     def draw(key=KEY, student="ada", question="q1", course="", seed=None):
         return hidden_rng(key, "matmul", student, question, course, seed).integers(2 ** 62)
@@ -347,8 +385,9 @@ def test_a_grading_leaves_no_temporary_folders(tmp_path, scratch):
     assert left(scratch) == []
 
 
-def test_an_interrupted_run_leaves_no_temporary_folders(tmp_path, scratch):
-    """SIGTERM (as Ctrl-C) while a notebook's cells run: the command stops its worker, whose
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_run_leaves_no_temporary_folders(tmp_path, scratch, signum):
+    """Ctrl-C, or SIGTERM, while a notebook's cells run: the command stops its worker, whose
     notebook ends with it, and every folder of the grading is removed."""
     notebook(tmp_path / "subs" / "ada.ipynb", "matmul", "ada", "import time\ntime.sleep(600)")
     proc = subprocess.Popen([sys.executable, "-m", "ioattn", "grade", "matmul", "subs"],
@@ -360,7 +399,7 @@ def test_an_interrupted_run_leaves_no_temporary_folders(tmp_path, scratch):
         time.sleep(0.1)
     assert any(scratch.glob("ioattn-grade-*/ioattn-run-*")), "the notebook never started"
     assert _notebook_processes(scratch)
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signum)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "interrupted" in err, (out, err)
     assert left(scratch) == []
