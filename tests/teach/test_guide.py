@@ -188,3 +188,24 @@ def test_the_guides_round_runs_verbatim_in_a_fresh_venv(tmp_path):
     third = run(script, ada, deadline, "the students' commands")
     assert third.returncode == 0, f"exit {third.returncode}:\n{third.stdout}\n{third.stderr}"
     assert "total 5/5" in third.stdout, third.stdout
+
+
+def test_the_book_writes_its_own_repository_into_the_install_lines():
+    """The build replaces :data:`PACKAGE_URL` in the guide by the repository it is built in, at
+    its commit, so the printed line installs the package the guide describes."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("repository", ROOT / "book/_ext/repository.py")
+    repository = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, repository)       # dataclasses look their module up
+    spec.loader.exec_module(repository)
+    assert repository.PACKAGE_URL == PACKAGE_URL
+    text = GUIDE.read_text(encoding="utf-8")
+    assert text.count(PACKAGE_URL) >= 3                # the round, the box, the students
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    repo = repository.from_environment({"GITHUB_REPOSITORY": "ann/fork", "GITHUB_SHA": sha})
+    built = repository.with_package_url(text, repo)
+    assert PACKAGE_URL not in built
+    assert f'pip install "ioattn[teach] @ git+https://github.com/ann/fork.git@{sha}"' in built
+    assert repository.with_package_url(text, None) == text
