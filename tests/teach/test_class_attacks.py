@@ -393,12 +393,12 @@ def test_an_interrupted_run_leaves_no_temporary_folders(tmp_path, scratch, signu
     proc = subprocess.Popen([sys.executable, "-m", "ioattn", "grade", "matmul", "subs"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    for _ in range(1200):                          # until the notebook's own folder exists
-        if any(scratch.glob("ioattn-grade-*/ioattn-run-*")):
+    for _ in range(1200):                          # until the notebook's process runs
+        if _notebook_processes(scratch):
             break
         time.sleep(0.1)
-    assert any(scratch.glob("ioattn-grade-*/ioattn-run-*")), "the notebook never started"
-    assert _notebook_processes(scratch)
+    assert _notebook_processes(scratch), "the notebook never started"
+    assert any(scratch.glob("ioattn-grade-*/ioattn-run-*"))
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "interrupted" in err, (out, err)
