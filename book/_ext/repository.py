@@ -7,6 +7,11 @@ commit ``GITHUB_SHA``, so a fork's site links to the fork. ``IOATTN_REPOSITORY=o
 repository at all (a local build), the pages show no repository, issue or launch buttons rather
 than buttons that lead nowhere.
 
+A page that names the package's address writes :data:`PACKAGE_URL`
+(``git+https://github.com/OWNER/NAME.git@COMMIT``); each page's source has it replaced by the
+repository's own address at the built commit when it is read, so that a command such as the
+instructor guide's ``pip install`` installs, as printed, the package the site describes.
+
 The launch buttons (Colab, Binder) open the page's student notebook on the branch
 ``IOATTN_NOTEBOOKS_BRANCH`` (default ``notebooks``), which the Pages workflow fills with the
 notebooks of the same build (see ``book/_ext/notebooks.py`` and ``.github/workflows/book.yml``):
@@ -27,6 +32,9 @@ from dataclasses import dataclass
 
 #: The branch that holds the generated notebooks the launch buttons open.
 NOTEBOOKS_BRANCH = "notebooks"
+#: What a page writes for the package's address at the commit the site is built from (as in
+#: the instructor guide's ``pip install``); replaced by the repository's own at ``source-read``.
+PACKAGE_URL = "git+https://github.com/OWNER/NAME.git@COMMIT"
 _NAME = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 
 
@@ -141,7 +149,20 @@ def _notebook_launch_urls(app, pagename, templatename, context, doctree):
                     button["url"] = url[: -len(suffix)] + ".ipynb"
 
 
+def with_package_url(text: str, repo: Repository | None) -> str:
+    """``text`` with :data:`PACKAGE_URL` written as ``repo``'s package address at its commit
+    (unchanged without a repository)."""
+    if repo is None:
+        return text
+    return text.replace(PACKAGE_URL, repo.requirement.split(" @ ", 1)[1])
+
+
+def _source_read(app, docname, source):
+    source[0] = with_package_url(source[0], getattr(app, "ioattn_repository", None))
+
+
 def setup(app):
     app.connect("config-inited", _config_inited, priority=900)
+    app.connect("source-read", _source_read)
     app.connect("html-page-context", _notebook_launch_urls, priority=510)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -2,10 +2,12 @@
 
 - :func:`check`: the check a student runs on their own example data, in their notebook.
 - :func:`variant`: a student's parameters for an assignment (``ioattn assign``).
-- :mod:`ioattn.teach.grade`: grade submitted notebooks (``ioattn grade``). Each notebook runs in
-  a process of its own (:mod:`ioattn.teach.runner`); its tile programs (:mod:`ioattn.tiles`) run
-  against machines in the grader's process (:mod:`ioattn.teach.referee`), which holds the hidden
-  data and decides every score.
+- :mod:`ioattn.teach.grade`: grade submitted notebooks (``ioattn grade``), each in a grading
+  worker process of its own. Each notebook runs in a process of its own
+  (:mod:`ioattn.teach.runner`); its tile programs (:mod:`ioattn.tiles`) run against machines in
+  the grader's process (:mod:`ioattn.teach.referee`), which holds the hidden data, drawn from the
+  instructor's secret grading key (:func:`ioattn.teach.variants.hidden_rng`), and decides every
+  score.
 - :mod:`ioattn.teach.build`: the student notebooks (``ioattn assign``).
 - :mod:`ioattn.teach.similarity`: pairs of near-identical answers across a class.
 

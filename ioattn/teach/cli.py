@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import sys
 from pathlib import Path
 
 from ..cli import _positive
 
-__all__ = ["add_commands", "run_command"]
+__all__ = ["EXIT_GRADED", "EXIT_NOT_GRADED", "EXIT_USAGE", "add_commands", "run_command"]
+
+#: ``ioattn grade``'s exit statuses: every submission graded (whatever the scores); one or more
+#: not graded (its report, or a line "not graded:", says why); a mistake on the command line.
+EXIT_GRADED, EXIT_NOT_GRADED, EXIT_USAGE = 0, 1, 2
+#: Exit status when the grading was interrupted (Ctrl-C, SIGTERM): 128 + SIGINT.
+EXIT_INTERRUPTED = 130
+EXIT_STATUS = (f"exit status: {EXIT_GRADED} when every submission was graded, whatever the "
+               f"scores; {EXIT_NOT_GRADED} when one or more could not be (each says why); "
+               f"{EXIT_USAGE} for a mistake on the command line (an option, a path, the key); "
+               f"{EXIT_INTERRUPTED} when interrupted. A student's notebook never makes it "
+               f"{EXIT_USAGE}.")
 
 
 def _assignment(text: str) -> str:
@@ -75,14 +88,16 @@ def add_commands(sub) -> None:
 
     g = sub.add_parser("grade", help="grade a submitted notebook (or a folder of them)",
                        description="Grade submissions on this machine: each notebook runs in a "
-                       "process of its own, with limits, and its answers are checked by this "
-                       "process on hidden data against the student's own variant. Exit status "
-                       "0 when every submission was graded, whatever the scores; 1 when one "
-                       "could not be.")
+                       "process of its own, with limits, and its answers are checked on hidden "
+                       "data of the student's own, drawn from your secret grading key, against "
+                       "the student's own variant. In a folder, the path of each file names "
+                       "its student.",
+                       epilog=EXIT_STATUS)
     g.add_argument("assignment", type=_assignment, help=f"one of: {names}")
     g.add_argument("submission", type=Path,
-                   help="a notebook, or a folder of them (<student>.ipynb, <student>/<name>"
-                        ".ipynb, or any names: each notebook records its student)")
+                   help="a notebook, or a folder of them: <student>.ipynb (also as an LMS "
+                        "names a second upload, <student> (1).ipynb) or <student>/<any name>"
+                        ".ipynb; the path names the student, whatever the file records")
     g.add_argument("--student", type=_student, metavar="ID",
                    help="whose notebook a single file is (default: the student it records; "
                         "given, it must agree)")
@@ -91,9 +106,15 @@ def add_commands(sub) -> None:
                         "given, it must agree)")
     g.add_argument("--json", action="store_true", help="print the reports as JSON")
     g.add_argument("--csv", type=Path, metavar="FILE", help="also write a score sheet (CSV)")
-    g.add_argument("--seed", type=_seed, help="grading seed, to repeat a grading exactly")
+    g.add_argument("--key", type=Path, metavar="FILE",
+                   help="your secret grading key, which every student's hidden data are drawn "
+                        "from (default: $IOATTN_GRADING_KEY, else ~/.config/ioattn/grading.key; "
+                        "made, readable by you alone, on first use)")
+    g.add_argument("--seed", type=_seed, help="mixed into every student's hidden data, to "
+                   "draw them afresh (the same key and seed repeat a grading; each student "
+                   "still has their own)")
     g.add_argument("--jobs", type=_positive, default=1, metavar="N",
-                   help="grade N notebooks at a time (default 1)")
+                   help="grade N notebooks at a time, each in a process of its own (default 1)")
     g.add_argument("--timeout", type=_positive, default=300, metavar="SECONDS",
                    help="time the notebook's cells may take (default 300; each graded call "
                         "has its own limit)")
@@ -116,11 +137,16 @@ def _fraction(text: str) -> float:
 
 def run_command(args) -> int:
     """Run ``ioattn assign`` or ``ioattn grade``; the exit status."""
+    from .report import printable
+
     try:
         return _assign(args) if args.command == "assign" else _grade(args)
     except (FileNotFoundError, ValueError, RuntimeError) as exc:
-        print(f"ioattn: {exc}", file=sys.stderr)
-        return 2
+        print(printable(f"ioattn: {exc}"), file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("ioattn: interrupted; the notebooks being graded were stopped", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def _roster(path: Path) -> list[str]:
@@ -163,45 +189,111 @@ def _assign(args) -> int:
 
 
 def _grade(args) -> int:
-    from .grade import find_submissions, grade, grade_many
-    from .report import csv_table
+    """``ioattn grade``: everything the command line names is checked first (a mistake there
+    is exit status 2); from then on, whatever a notebook does is in its own report."""
+    from .grade import find_submissions, grade_many
 
     limits = {"notebook_time": float(args.timeout), "memory": int(args.memory) << 20}
+    key = _key(args.key)
+    if args.csv is not None:
+        _check_writable(args.csv)
     problems = []
     if args.submission.is_dir():
         if args.student:
-            raise ValueError("--student names the student of one notebook; a folder's "
-                             "notebooks record their students")
+            raise ValueError("--student names the student of one notebook; in a folder, each "
+                             "file's path names its student")
         pairs, problems = find_submissions(args.submission, args.assignment)
         if not pairs and not problems:
             raise FileNotFoundError(f"no notebooks in {args.submission}")
-        reports = grade_many(args.assignment, pairs, jobs=args.jobs, seed=args.seed,
-                             course=args.course, **limits)
+        strict = False
     else:
         if not args.submission.is_file():
             raise FileNotFoundError(f"no submission at {args.submission}")
-        pairs = [(args.student, args.submission)]
-        reports = [grade(args.assignment, args.submission, student=args.student, seed=args.seed,
-                         course=args.course, **limits)]
-    similar = _similar(args.assignment, pairs, args.similar) if pairs else []
-    if args.json:
-        data = [r.to_dict() for r in reports]
-        if args.submission.is_dir():
-            print(json.dumps({"reports": data, "problems": problems,
-                              "similar": [vars(p) for p in similar]}, indent=2))
-        else:
-            print(json.dumps(data[0], indent=2))
-    else:
-        print("\n\n".join(r.text() for r in reports))
-        for line in problems:
-            print(f"not graded: {line}")
-        for pair in similar:
-            print(f"similar: {pair.text()}")
+        pairs, strict = [(args.student, args.submission)], True
+    with _terminated_as_interrupt():
+        reports = grade_many(args.assignment, pairs, jobs=args.jobs, seed=args.seed,
+                             course=args.course, key=key, strict=strict, **limits)
+    similar = _similar_or_why(args.assignment, pairs, args.similar)
+    _print(args, reports, problems, similar)
     if args.csv:
+        from .report import csv_table
+
         args.csv.write_text(csv_table(reports), encoding="utf-8")
         if not args.json:
             print(f"scores written to {args.csv}")
-    return 1 if problems or any(r.error for r in reports) else 0
+    graded = not problems and not any(r.error for r in reports)
+    return EXIT_GRADED if graded else EXIT_NOT_GRADED
+
+
+def _key(path) -> bytes:
+    """The grading key (made on first use, with a line that says where)."""
+    from .variants import grading_key, key_path
+
+    where = key_path(path)
+    new = not where.exists()
+    key = grading_key(where)
+    if new:
+        print(f"ioattn: made a new grading key, {where}: keep it, readable by you alone "
+              "(the same key draws the same hidden data)", file=sys.stderr)
+    return key
+
+
+def _check_writable(path: Path) -> None:
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise ValueError(f"--csv {path} is a folder; name a file")
+    if not folder.is_dir():
+        raise FileNotFoundError(f"--csv {path}: there is no folder {folder}")
+
+
+@contextlib.contextmanager
+def _terminated_as_interrupt():
+    """While it lasts, ``SIGTERM`` interrupts as Ctrl-C does (so the notebooks are stopped and
+    the temporary folders removed)."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        before = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:                   # not the main thread: leave SIGTERM as it is
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _print(args, reports, problems, similar) -> None:
+    """The reports, the files not graded and the similar pairs, as text or JSON, every string
+    printable (:func:`~ioattn.teach.report.printable`)."""
+    from .report import _clean, printable
+
+    if args.json:
+        data = [r.to_dict() for r in reports]
+        if args.submission.is_dir():
+            print(json.dumps(_clean({"reports": data, "problems": problems,
+                                     "similar": similar}), indent=2))
+        else:
+            print(json.dumps(data[0], indent=2))
+        return
+    print("\n\n".join(r.text() for r in reports))
+    for line in problems:
+        print(printable(f"not graded: {line}"))
+    for pair in similar:
+        print(printable(f"similar: {pair['text']}" if "text" in pair else
+                        f"similar: not compared ({pair['error']})"))
+
+
+def _similar_or_why(assignment: str, pairs, threshold: float) -> list[dict]:
+    """:func:`_similar`'s pairs as plain data (with their line of text), or one entry saying
+    why the comparison could not be made: it is an aid, and never stops a grading."""
+    if not pairs:
+        return []
+    try:
+        return [{**vars(p), "text": p.text()} for p in _similar(assignment, pairs, threshold)]
+    except Exception as exc:                 # noqa: BLE001 (students' code, compared here)
+        return [{"error": f"{type(exc).__name__}: {exc}"[:300]}]
 
 
 def _similar(assignment: str, pairs, threshold: float) -> list:
@@ -214,9 +306,13 @@ def _similar(assignment: str, pairs, threshold: float) -> list:
     from .similarity import answer_code, similar_pairs
 
     codes = {}
+    students = [student for student, _ in pairs]
     for student, path in pairs:
+        label = student or path.stem
+        if students.count(student) > 1:         # two files of one student: both, by path
+            label = f"{label} ({path})"
         try:
-            codes[student or path.stem] = answer_code(path)
+            codes[label] = answer_code(path)
         except (OSError, ValueError):
             continue
     import jupytext

@@ -6,6 +6,12 @@ the example data) from it. ``ioattn assign`` writes them into the student's note
 ``ioattn grade`` derives them again from the id the instructor gives, never from the notebook, so
 a submission is always checked against its own variant.
 
+The hidden data a grading checks a variant on are not a function of public names: they come from
+the instructor's secret grading key (:func:`grading_key`, a file only its owner may read) by
+:func:`hidden_rng`, an HMAC-SHA256 of the key over the course, the assignment, the student and
+the question. So every student has hidden instances of their own, and nobody without the key
+can compute them, whatever code they read.
+
 Examples
 --------
 >>> a = student_seed("matmul", "ada")
@@ -18,12 +24,23 @@ Examples
 from __future__ import annotations
 
 import hashlib
+import hmac
+import os
 import re
+import secrets
+import stat
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
-__all__ = ["Variant", "check_course", "check_student_id", "student_rng", "student_seed"]
+__all__ = ["KEY_ENV", "Variant", "check_course", "check_student_id", "grading_key",
+           "hidden_rng", "key_fingerprint", "key_path", "student_rng", "student_seed"]
+
+#: The environment variable that names the grading key's file (default: :func:`key_path`).
+KEY_ENV = "IOATTN_GRADING_KEY"
+#: Bytes of a new grading key (written as hexadecimal).
+KEY_BYTES = 32
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@+-]{0,63}")
 _COURSE = re.compile(r"[A-Za-z0-9_.@+-]{0,64}")
@@ -66,6 +83,73 @@ def student_seed(assignment: str, student: str, course: str = "") -> int:
 def student_rng(assignment: str, student: str, course: str = "") -> np.random.Generator:
     """The generator a variant's parameters are drawn from."""
     return np.random.default_rng(student_seed(assignment, student, course))
+
+
+def key_path(path=None) -> Path:
+    """Where the grading key is: ``path``, else the file ``$IOATTN_GRADING_KEY`` names, else
+    ``~/.config/ioattn/grading.key``."""
+    if path is not None:
+        return Path(path).expanduser()
+    given = os.environ.get(KEY_ENV, "").strip()
+    if given:
+        return Path(given).expanduser()
+    return Path.home() / ".config" / "ioattn" / "grading.key"
+
+
+def grading_key(path=None, *, create: bool = True) -> bytes:
+    """The instructor's secret grading key, read from :func:`key_path` (``path``).
+
+    Where the file does not exist and ``create`` is true, a new random key is written there
+    first, readable by its owner only (mode 0600, in a folder of mode 0700). A clear
+    ``ValueError`` when the file is readable by other users, is not a file, or holds fewer than
+    16 bytes; ``FileNotFoundError`` when it is missing and ``create`` is false.
+    """
+    where = key_path(path)
+    if not where.exists() and create:
+        _new_key(where)
+    if not where.exists():
+        raise FileNotFoundError(f"no grading key at {where}")
+    info = where.stat()
+    if not stat.S_ISREG(info.st_mode):
+        raise ValueError(f"the grading key {where} is not a file")
+    if info.st_mode & 0o077:
+        raise ValueError(f"the grading key {where} may be read by other users: make it yours "
+                         f"alone (chmod 600 {where})")
+    key = where.read_bytes().strip()
+    if len(key) < 16:
+        raise ValueError(f"the grading key {where} is too short (at least 16 bytes; delete it "
+                         "and a new one is made)")
+    return key
+
+
+def _new_key(where: Path) -> None:
+    """Write a fresh random key to ``where`` (mode 0600), unless one appeared meanwhile."""
+    where.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        fd = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w") as out:
+        out.write(secrets.token_hex(KEY_BYTES) + "\n")
+
+
+def key_fingerprint(key: bytes) -> str:
+    """A short public name of a grading key (12 hexadecimal digits of a hash of it): reports
+    record it, so two gradings can be told to have used the same key; the key itself cannot be
+    found from it."""
+    return hashlib.sha256(b"ioattn grading key\x00" + bytes(key)).hexdigest()[:12]
+
+
+def hidden_rng(key: bytes, assignment: str, student: str, question: str, course: str = "",
+               seed: int | None = None) -> np.random.Generator:
+    """The generator of one student's hidden data for one question: seeded with the
+    HMAC-SHA256, under the grading ``key``, of the course, the assignment, the student, the
+    question and, when given, a ``seed`` (a fresh draw for a regrading, still per student)."""
+    text = "\x00".join(("ioattn hidden data", check_course(course), assignment,
+                         check_student_id(student), question,
+                         "" if seed is None else str(int(seed))))
+    digest = hmac.new(bytes(key), text.encode(), hashlib.sha256).digest()
+    return np.random.default_rng(int.from_bytes(digest, "big"))
 
 
 @dataclass(frozen=True)

@@ -47,8 +47,8 @@ def test_a_process_that_ends_fails_only_that_question(tmp_path):
     code = solution("matmul") + (
         "\nimport os\n_honest = tiled_matmul\n"
         "def tiled_matmul(mem, A, B, C):\n"
-        "    if C.shape[0] % 13 and C.shape[0] % 14 and C.shape[0] % 15 and C.shape[0] % 16:\n"
-        "        os._exit(3)                       # the hidden awkward sizes of question 1\n"
+        "    if min(C.shape) < 39 or mem.M < 190:    # the hidden small sizes of question 1\n"
+        "        os._exit(3)\n"
         "    _honest(mem, A, B, C)\n")
     report = grade("matmul", notebook(tmp_path / "a.ipynb", "matmul", "ada", code), seed=3)
     q1, q2 = report.questions
@@ -102,15 +102,20 @@ def test_the_record_must_agree_with_the_instructor(tmp_path):
 
 
 def test_a_folder_with_lms_names_and_duplicates(tmp_path):
+    """The path names the student: what a learning-management system adds to a name is read
+    through, and a student's second file is a second submission, not a reason to grade none."""
     notebook(tmp_path / "ada (1).ipynb", "matmul", "ada", "x = 1")
-    notebook(tmp_path / "alan_late.ipynb", "matmul", "alan", "x = 1")
+    notebook(tmp_path / "alan-matmul.ipynb", "matmul", "alan", "x = 1")
     notebook(tmp_path / "alan" / "matmul.ipynb", "matmul", "alan", "x = 2")
     notebook(tmp_path / "grace.ipynb", "matmul", "grace", "x = 1", record=False)
     notebook(tmp_path / "other.ipynb", "flash", "bob", "x = 1")
+    notebook(tmp_path / "no id!.ipynb", "matmul", "bob", "x = 1")
     pairs, problems = find_submissions(tmp_path, "matmul")
-    assert [who for who, _ in pairs] == ["ada", "grace"]
-    assert any(p.startswith("alan: 2 submissions") for p in problems)
+    assert [who for who, _ in pairs] == ["ada", "alan", "alan", "grace"]
+    assert sorted(p.name for who, p in pairs if who == "alan") == ["alan-matmul.ipynb",
+                                                                  "matmul.ipynb"]
     assert any("assignment 'flash'" in p for p in problems)
+    assert any("does not give a student id" in p for p in problems)
 
 
 def test_the_instructor_commands_with_relative_paths(tmp_path):
@@ -135,7 +140,7 @@ def test_the_instructor_commands_with_relative_paths(tmp_path):
     nbformat.write(nb, subs / "ada (2).ipynb")
     (subs / "alan.ipynb").write_bytes((handed / "alan" / "matmul.ipynb").read_bytes())
     done = subprocess.run([*run, "grade", "matmul", "submissions", "--course", "cs1", "--json",
-                           "--csv", "scores.csv", "--seed", "5"], cwd=tmp_path,
+                           "--csv", "scores.csv", "--key", "grading.key"], cwd=tmp_path,
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)

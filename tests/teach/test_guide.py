@@ -1,15 +1,17 @@
 """The instructor guide's round of commands works as printed, in a fresh virtual environment.
 
 ``book/assignments/guide.md`` has a section "A whole round, step by step" with one ``bash``
-block: make a virtual environment, install ``ioattn[teach]``, write a roster, ``ioattn
-assign``, collect the submissions, ``chmod``, ``ioattn grade``, ``cat grades.csv``. The test
-below runs that block's lines verbatim, in order, with bash (``-euo pipefail``), in an empty
-folder, so only relative paths can work. It changes exactly two things:
+block: make a virtual environment, install ``ioattn[teach]`` from the repository by URL, write
+a roster, ``ioattn assign``, collect the submissions, ``chmod``, ``ioattn grade``, ``cat
+grades.csv``. The test below runs that block's lines verbatim, in order, with bash (``-euo
+pipefail``), in an empty folder, so only relative paths can work. It changes exactly two things:
 
-(a) the line ``pip install "ioattn[teach]"`` installs this checkout instead of the release on
-    the package index: ``pip install "<copy of the checkout>[teach]"``, not editable, so the
-    wheel (and the notebooks it ships as package data) is what runs. The checkout is copied
-    first, so that building the wheel leaves no ``build/`` folder in it;
+(a) in the line ``pip install "ioattn[teach] @ git+https://github.com/OWNER/NAME.git@COMMIT"``
+    only the URL, which the book's build writes as its own repository at its commit
+    (``book/_ext/repository.py``): here it is a git repository made of a copy of this
+    checkout, at its one commit, ``git+file://localhost<copy>@<sha>``, so pip clones it and
+    builds the wheel (and the notebooks it ships as package data) as it would from the real
+    repository;
 
 (b) the students' step, between ``ioattn assign`` and ``chmod``: the block is cut at its
     ``chmod`` line and run as two scripts; between them the test hands in three notebooks,
@@ -22,7 +24,9 @@ folder, so only relative paths can work. It changes exactly two things:
 
 It proves that a reader who copies the block gets a working round: the install pulls in
 everything grading needs, the relative paths agree with each other, and the grades are the
-expected ones (5, 0, 0). pip needs the package index: without it, the test fails.
+expected ones (5, 0, 0). The students' own commands (the ``bash`` block of the section
+"Collecting them") run too, verbatim but for the same URL, in Ada's folder, on her notebook.
+pip needs the package index: without it, the test fails.
 """
 
 from __future__ import annotations
@@ -41,10 +45,14 @@ import nbformat
 from .helpers import solution
 from .test_cheats import EXPECT, cells_of
 
+#: The address the guide's install lines give for the package (the build writes its own).
+PACKAGE_URL = "git+https://github.com/OWNER/NAME.git@COMMIT"
+
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "book" / "assignments" / "guide.md"
 HEADING = "## A whole round, step by step"
-INSTALL = 'pip install "ioattn[teach]"'
+STUDENTS_HEADING = "## Collecting them"
+INSTALL = f'pip install "ioattn[teach] @ {PACKAGE_URL}"'
 #: Seconds for both scripts together: only a guard against a hang (a fresh venv's install and
 #: three gradings take minutes, several times as long on a loaded machine).
 BUDGET = 1800
@@ -57,15 +65,26 @@ JUNK = shutil.ignore_patterns(".git", ".venv", "_build", "build", "dist", "*.egg
                               ".ipynb_checkpoints", "node_modules")
 
 
-def guide_block() -> list[str]:
-    """The lines of the one ``bash`` block of the guide's section :data:`HEADING`."""
+def guide_block(heading: str = HEADING) -> list[str]:
+    """The lines of the one ``bash`` block of the guide's section ``heading``."""
     text = GUIDE.read_text(encoding="utf-8")
-    assert text.count(HEADING + "\n") == 1, f"{GUIDE}: no section {HEADING!r} (or several)"
-    section = text.split(HEADING + "\n", 1)[1].split("\n## ", 1)[0]
+    assert text.count(heading + "\n") == 1, f"{GUIDE}: no section {heading!r} (or several)"
+    section = text.split(heading + "\n", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"^```bash\n(.*?)^```$", section, flags=re.M | re.S)
-    assert len(blocks) == 1, f"{GUIDE}, {HEADING!r}: expected one ```bash block, " \
+    assert len(blocks) == 1, f"{GUIDE}, {heading!r}: expected one ```bash block, " \
         f"found {len(blocks)}"
     return blocks[0].splitlines()
+
+
+def git_copy(checkout: Path) -> str:
+    """``git+file://`` URL of ``checkout`` made a git repository of one commit, at it."""
+    git = ["git", "-C", str(checkout), "-c", "user.name=ioattn tests",
+           "-c", "user.email=tests@ioattn.invalid", "-c", "commit.gpgsign=false"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "the checkout"]):
+        subprocess.run([*git, *args], check=True, capture_output=True)
+    sha = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True,
+                         text=True).stdout.strip()
+    return f"git+file://localhost{checkout}@{sha}"      # a host: PEP 508 wants one
 
 
 def the_line(lines: list[str], pattern: str) -> int:
@@ -117,9 +136,10 @@ def test_the_guides_round_runs_verbatim_in_a_fresh_venv(tmp_path):
     activate = the_line(lines, r"(\.|source) \S+/bin/activate\s*$")
     assert activate < install < assign < chmod, "the block's steps are out of order"
 
-    checkout = tmp_path / "checkout"            # (a) this checkout, copied
+    checkout = tmp_path / "checkout"            # (a) this checkout, copied, as a repository
     shutil.copytree(ROOT, checkout, ignore=JUNK, symlinks=True)
-    lines[install] = f'pip install "{checkout}[teach]"'
+    url = git_copy(checkout)
+    lines[install] = lines[install].replace(PACKAGE_URL, url)
     folder = tmp_path / "class"
     folder.mkdir()
 
@@ -158,3 +178,34 @@ def test_the_guides_round_runs_verbatim_in_a_fresh_venv(tmp_path):
         assert float(row["total"]) == total, (student, row)
     assert "never written" in rows["alan"]["reasons"], rows["alan"]
     assert (folder / "submissions").stat().st_mode & 0o077 == 0    # chmod -R go-rwx ran
+
+    # the students' own commands, in Ada's folder, the package already installed by the same line
+    theirs = guide_block(STUDENTS_HEADING)
+    (pip,) = [i for i, line in enumerate(theirs) if line.startswith("pip install ")]
+    assert theirs[pip] == INSTALL, theirs
+    ada = folder / "submissions" / "ada"
+    script = "\n".join([f". {folder}/ioattn-env/bin/activate", *theirs[pip + 1:]]) + "\n"
+    third = run(script, ada, deadline, "the students' commands")
+    assert third.returncode == 0, f"exit {third.returncode}:\n{third.stdout}\n{third.stderr}"
+    assert "total 5/5" in third.stdout, third.stdout
+
+
+def test_the_book_writes_its_own_repository_into_the_install_lines():
+    """The build replaces :data:`PACKAGE_URL` in the guide by the repository it is built in, at
+    its commit, so the printed line installs the package the guide describes."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("repository", ROOT / "book/_ext/repository.py")
+    repository = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, repository)       # dataclasses look their module up
+    spec.loader.exec_module(repository)
+    assert repository.PACKAGE_URL == PACKAGE_URL
+    text = GUIDE.read_text(encoding="utf-8")
+    assert text.count(PACKAGE_URL) >= 3                # the round, the box, the students
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    repo = repository.from_environment({"GITHUB_REPOSITORY": "ann/fork", "GITHUB_SHA": sha})
+    built = repository.with_package_url(text, repo)
+    assert PACKAGE_URL not in built
+    assert f'pip install "ioattn[teach] @ git+https://github.com/ann/fork.git@{sha}"' in built
+    assert repository.with_package_url(text, None) == text
