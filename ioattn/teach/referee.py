@@ -64,6 +64,7 @@ from multiprocessing.connection import Connection
 
 from ..memory import CacheOverflowError
 from ..tiles import Machine, TileError
+from ..tiles.machine import WRITE_BITS
 from .answers import Answers, Run, Unsendable, connect, decode
 from .judge import clean
 from .protocol import ProtocolError, receive, send
