@@ -398,7 +398,7 @@ class Submission(Answers):
             tail = errors.read(4 * ERROR_TAIL)
         except (AttributeError, OSError, ValueError):
             return ""
-        return clean(tail.decode(errors="replace").strip(), ERROR_TAIL)
+        return clean(tail.decode(errors="replace"), 4 * ERROR_TAIL).strip()[-ERROR_TAIL:]
 
 
 def _kill(proc) -> None:

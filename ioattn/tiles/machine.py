@@ -94,7 +94,7 @@ COST_FACTOR = 16
 #: Significant bits a grader's machine keeps of every value written to slow memory.
 WRITE_BITS = 24
 #: Where ``exp`` is a normal float64 (outside: 0 below, ``inf`` above).
-EXP_LOW, EXP_HIGH = -708.0, 709.0
+EXP_LOW, EXP_HIGH = -708.0, 709.78
 _TINY = np.finfo(np.float64).tiny
 _FLOAT_MAX = np.finfo(np.float64).max
 
