@@ -32,9 +32,9 @@ MAX_DETAIL = 600
 
 #: Terminal escape sequences (CSI and OSC ones whole), then any other control or formatting
 #: character (C0, DEL, C1, bidirectional overrides, zero-width ones) and lone surrogates.
-_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]"                    # CSI: colours, cursor
-                      r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"             # OSC: titles, links
-                      r"|\x9b[0-?]*[ -/]*[@-~]")
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]"              # CSI: colours, the cursor
+                      r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"       # OSC: titles, links
+                      r"|\x9b[0-?]*[ -/]*[@-~]")                # CSI in one byte
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u00ad\u200b-\u200f\u2028-\u202e\u2060-\u206f"
                       "\ufeff\ufff9-\ufffb\ud800-\udfff]")
 

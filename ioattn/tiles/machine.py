@@ -96,7 +96,7 @@ WRITE_BITS = 24
 #: Where ``exp`` is a normal float64 (outside: 0 below, ``inf`` above).
 EXP_LOW, EXP_HIGH = -708.0, 709.78
 _TINY = np.finfo(np.float64).tiny
-_FLOAT_MAX = np.finfo(np.float64).max
+_FLOAT_MAX = float(np.finfo(np.float64).max)
 
 _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
            "maximum": np.maximum, "minimum": np.minimum, "lt": np.less, "le": np.less_equal,
@@ -430,6 +430,9 @@ class Machine:
         if op in ("rows", "cols"):
             if len(args) != 2 or not all(_is_count(a) for a in args):
                 raise TileError(f"malformed index {_short(node)}")
+            if args[0] + args[1] > 2 ** 53:
+                raise TileError(f"an index beyond 2**53 (not exact as a float64) in "
+                                f"{_short(node)}")
             self._room(args[1])
             cost[0] += args[1]
             return (args[1], 1) if op == "rows" else (1, args[1])

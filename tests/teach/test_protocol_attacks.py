@@ -146,8 +146,9 @@ def test_integers_beyond_float64_are_refused_by_the_machine(request_):
     machine = Machine(16)
     machine.load("A", np.ones((2, 2)))
     machine.request(["alloc", [2], 0.0])
-    with pytest.raises(TileError):
+    with pytest.raises(TileError) as refused:
         machine.request(request_)
+    assert "OverflowError" not in str(refused.value)          # refused as a value, not a crash
 
 
 def test_integers_beyond_float64_in_an_answer_are_unsendable():
