@@ -183,6 +183,7 @@ class Machine:
         self.memory = TwoLevelMemory(M, owner=owner)
         self.inspect = bool(inspect)
         self.write_bits = None if write_bits is None else int(write_bits)
+        self._most, self._budget = max_intermediate(self.M), max_cost(self.M)
         self.slow: dict[str, SlowArray] = {}
         self.tiles: dict[int, np.ndarray] = {}
         self.requests = 0
@@ -466,20 +467,20 @@ class Machine:
     def _costed(self, shape: tuple, work: int, cost: list) -> tuple:
         self._room(_size(shape))
         cost[0] += work
-        if cost[0] > max_cost(self.M):            # no need to look further
-            raise TileError(f"this assignment would cost more than the {max_cost(self.M):,} "
+        if cost[0] > self._budget:                 # no need to look further
+            raise TileError(f"this assignment would cost more than the {self._budget:,} "
                             f"operations one assignment may on a cache of M = {self.M:,} "
                             f"({COST_FACTOR} M (floor(sqrt M) + 1)): split it, or compute on "
                             "smaller tiles")
         return shape
 
     def _limit(self) -> int:
-        return max_intermediate(self.M)
+        return self._most
 
     def _room(self, entries: int) -> None:
-        if entries > self._limit():
+        if entries > self._most:
             raise TileError(f"an intermediate value of {entries} entries is too large (at most "
-                            f"{self._limit():,} on a cache of M = {self.M:,})")
+                            f"{self._most:,} on a cache of M = {self.M:,})")
 
     def _checked(self, value):
         self._room(np.size(value))
