@@ -142,6 +142,7 @@ class Submission(Answers):
         self._observed = ""
         self._outcomes: list = []
         self._outcomes_of = 0                    # the start whose cells they are
+        self._running = False                    # whether its cells are still running
 
     # ------------------------------------------------------------------ the process
     def start(self) -> None:
@@ -315,8 +316,11 @@ class Submission(Answers):
             msg = self._receive(deadline, what, seconds)
             if self._outcomes_of != self.starts:     # a fresh start: its cells' outcomes come
                 self._outcomes_of, self._outcomes = self.starts, []
-                self._observed = ""
+                self._observed, self._running = "", True
+            if not self._running:
+                return msg
             if "ready" in msg:
+                self._running = False
                 return self._ready(msg)
             if "cell" in msg and len(self._outcomes) < len(self.cells):
                 self._outcome(msg, what)

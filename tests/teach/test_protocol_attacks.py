@@ -355,3 +355,12 @@ def test_clean_strips_escapes_and_controls():
     assert judge.clean("\x1b[1;31mA\x1b[0m\rB\x00C\u202eD\x9b2JE") == "A B C DE"
     assert judge.clean("x" * 5000, 100) == "x" * 97 + "..."
     assert judge.reason("error", "\x1b]0;t\x07ok") == "Did not run: ok"
+
+
+def test_a_forged_cell_report_ends_the_grading_of_that_notebook():
+    cells = [(1, "import gc, json\nfrom multiprocessing.connection import Connection\n"
+                 "conn = [o for o in gc.get_objects() if isinstance(o, Connection)][0]\n"
+                 "conn.send_bytes(json.dumps({'cell': 7, 'error': None}).encode())\n"),
+             (7, "x = 1")]
+    with Submission(cells) as sub, pytest.raises(Crashed, match="malformed cell report"):
+        sub.start()
