@@ -10,9 +10,10 @@ An assignment's check asks for answers through an :class:`Answers` object:
 - :meth:`Answers.call` — a plain function called with plain arguments, its result as plain data.
 
 :class:`LocalAnswers` serves a student's own checks in their notebook (the example data is
-theirs anyway), on machines like the grader's (values written to slow memory keep
-:data:`ioattn.tiles.machine.WRITE_BITS` significant bits). When grading, :class:`ioattn.teach.referee.Submission` serves the same requests
-from the notebook's process, while the data, the machines and the verdicts stay in the grader's.
+theirs anyway), on graded machines like the grader's (:mod:`ioattn.tiles.machine`: values
+written to slow memory keep 24 significant bits). When grading,
+:class:`ioattn.teach.referee.Submission` serves the same requests from the notebook's process,
+while the data, the machines and the verdicts stay in the grader's.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from numbers import Integral, Real
 import numpy as np
 
 from ..tiles import Machine, Memory, Slow
-from ..tiles.machine import WRITE_BITS
 
 __all__ = ["Answers", "LocalAnswers", "Run", "decode", "encode", "Unsendable"]
 
@@ -107,7 +107,7 @@ class LocalAnswers(Answers):
         return decode(encode(self.names[name]))
 
     def run(self, name, M, inputs, outputs, *, args=(), time_limit=60.0):
-        machine = Machine(M, owner=name, write_bits=WRITE_BITS)     # as when graded
+        machine = Machine(M, owner=name, graded=True)          # as when graded
         fn = self.names.get(name)
         run = Run(name, machine)
         if not callable(fn):

@@ -64,7 +64,6 @@ from multiprocessing.connection import Connection
 
 from ..memory import CacheOverflowError
 from ..tiles import Machine, TileError
-from ..tiles.machine import WRITE_BITS
 from .answers import Answers, Run, Unsendable, connect, decode
 from .judge import clean
 from .protocol import ProtocolError, receive, send
@@ -249,7 +248,7 @@ class Submission(Answers):
 
     def run(self, name, M, inputs, outputs, *, args=(), time_limit=60.0):
         self._ensure()
-        machine = Machine(M, owner=name, write_bits=WRITE_BITS)
+        machine = Machine(M, owner=name, graded=True)
         connect(machine, inputs, outputs)
         result = Run(name, machine)
         arrays = [[k, list(machine.slow[k].shape)] for k in (*inputs, *outputs)]

@@ -49,24 +49,26 @@ no value along the way may have more than :func:`max_intermediate` entries
 (:data:`INTERMEDIATE_FACTOR` ``M``), so no request makes the machine do much more than an honest
 program's largest one, however it is built.
 
-Timing
-------
-How long an assignment takes does not depend on the values in the cache where NumPy would take
-a data-dependent path: ``exp`` is evaluated on its argument clamped to where the result is a
-normal number (below it the result is 0, above it ``inf``, chosen entry by entry by
-:func:`numpy.where`, which takes the same time for any choice), and every operation's result has
-its subnormal entries flushed to zero, so no operation ever gets a subnormal operand (on most
-CPUs, several times slower). A product or quotient of normal numbers whose result is subnormal
-still takes the slow path once (NumPy offers no flush-to-zero mode); it is flushed at once.
+Graded machines
+---------------
+A machine made with ``graded=True`` (the grader's, and a student's own checks') differs in two
+ways, so that what a program can learn or store stays what its counted work earns:
 
-Precision of what is written
-----------------------------
-A machine made with ``write_bits=b`` rounds every value written to slow memory to ``b``
-significant bits (:func:`round_bits`; the grader's machines keep :data:`WRITE_BITS`, float32's
-precision). A program then cannot store two numbers in one entry and read both back for one
-counted read: an entry carries at most ``b`` bits of significand and 12 of sign and exponent,
-too few for two numbers each within the grader's tolerance, while an honest program's results
-stay within it.
+- *Its time does not depend on the values.* NumPy is many times slower on lanes whose result
+  or operand is subnormal (``exp`` of a large negative number, ``1e-200 * 1e-120``), so a
+  program timing its requests could read hidden values. On a graded machine every value lies
+  in :data:`STEADY` (0, ±inf, NaN, or a magnitude in [2⁻³⁰⁰, 2³⁰⁰]: after each operation
+  smaller magnitudes become 0 and larger ones ±inf), and ``exp`` is evaluated on its argument
+  clamped to [:data:`EXP_LOW`, :data:`EXP_HIGH`], where NumPy's ``exp`` takes its fast path,
+  the lanes outside chosen by :func:`numpy.where` (:func:`steady_exp`). No sum, difference,
+  product, quotient, square root, logarithm or matrix product of such values is subnormal, so
+  no operation takes a slow path. Honest programs never come near these limits.
+- *Values written to slow memory keep* :data:`WRITE_BITS` *significant bits* (float32's
+  precision; :func:`round_bits`). A program then cannot store two numbers in one entry and
+  read both back for one counted read: an entry carries at most 24 bits of significand and 12
+  of sign and exponent, too few for two numbers each within the grader's tolerance, while an
+  honest program's results stay well within it (at most 2e-7 relative error on the graded
+  assignments, against a tolerance of 1e-6).
 """
 
 from __future__ import annotations
@@ -80,7 +82,8 @@ from ..memory import CacheOverflowError, SlowArray, TwoLevelMemory
 from .expr import BINARY, REDUCE, UNARY
 
 __all__ = ["COST_FACTOR", "INTERMEDIATE_FACTOR", "Machine", "TileError", "CacheOverflowError",
-           "WRITE_BITS", "max_cost", "max_intermediate", "round_bits"]
+           "STEADY", "WRITE_BITS", "max_cost", "max_intermediate", "round_bits", "steady",
+           "steady_exp"]
 
 #: The most nodes, and the deepest nesting, one expression may have.
 MAX_NODES, MAX_DEPTH = 512, 64
@@ -93,9 +96,11 @@ INTERMEDIATE_FACTOR, MIN_INTERMEDIATE = 4, 4096
 COST_FACTOR = 16
 #: Significant bits a grader's machine keeps of every value written to slow memory.
 WRITE_BITS = 24
-#: Where ``exp`` is a normal float64 (outside: 0 below, ``inf`` above).
-EXP_LOW, EXP_HIGH = -708.0, 709.78
-_TINY = np.finfo(np.float64).tiny
+#: The magnitudes a graded machine's finite nonzero values have.
+STEADY = (2.0 ** -300, 2.0 ** 300)
+#: Where a graded machine evaluates ``exp`` (outside: 0 below, ``inf`` above; inside, its
+#: results lie in :data:`STEADY`).
+EXP_LOW, EXP_HIGH = -207.0, 207.0
 _FLOAT_MAX = float(np.finfo(np.float64).max)
 
 _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
@@ -104,16 +109,35 @@ _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divi
 _exp = np.exp
 
 
-def safe_exp(x):
-    """``e ** x`` in a time that does not depend on ``x``: :data:`numpy.exp` only of ``x``
-    clamped to [:data:`EXP_LOW`, :data:`EXP_HIGH`] (no underflowing lane), then 0 below and
-    ``inf`` above chosen by :func:`numpy.where` (NaN stays NaN)."""
+def steady_exp(x):
+    """``e ** x`` in a time that does not depend on ``x``: :func:`numpy.exp` only of ``x``
+    clamped to [:data:`EXP_LOW`, :data:`EXP_HIGH`] (its fast path), then 0 below and ``inf``
+    above chosen by :func:`numpy.where` (NaN stays NaN)."""
     x = np.asarray(x, dtype=np.float64)
     y = _exp(np.clip(x, EXP_LOW, EXP_HIGH))
     return np.where(x < EXP_LOW, 0.0, np.where(x > EXP_HIGH, np.inf, y))
 
 
-_UNARY = {"neg": np.negative, "exp": safe_exp, "log": np.log, "sqrt": np.sqrt, "abs": np.abs}
+def steady(value):
+    """``value`` with every finite magnitude outside :data:`STEADY` made 0 (below) or ±inf
+    (above); an array is changed in place."""
+    low, high = STEADY
+    if isinstance(value, np.ndarray):
+        if value.dtype == np.float64:               # whole-array arithmetic, no branches
+            size = np.abs(value)
+            np.multiply(value, size >= low, out=value)          # NaN * 0 stays NaN
+            np.multiply(value, np.where(size > high, np.inf, 1.0), out=value)
+        return value
+    if isinstance(value, np.floating):
+        size = abs(float(value))
+        if size < low:
+            return np.float64(0.0)
+        if size > high:
+            return np.float64(np.copysign(np.inf, value))
+    return value
+
+
+_UNARY = {"neg": np.negative, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "abs": np.abs}
 _REDUCE = {"sum": np.sum, "max": np.max, "min": np.min}
 assert set(_BINARY) == set(BINARY) and set(_UNARY) == set(UNARY) and set(_REDUCE) == set(REDUCE)
 
@@ -163,8 +187,9 @@ class Machine:
         grader's: no).
     owner : str, optional
         Quoted in cache-overflow messages.
-    write_bits : int, optional
-        Significant bits kept of every value written to slow memory (default: all 53).
+    graded : bool
+        Whether the machine grades (see the module docstring): its time independent of the
+        values, the values written to slow memory rounded to :data:`WRITE_BITS` bits.
 
     Examples
     --------
@@ -179,10 +204,12 @@ class Machine:
     """
 
     def __init__(self, M: int, *, inspect: bool = False, owner: str | None = None,
-                 write_bits: int | None = None):
+                 graded: bool = False):
         self.memory = TwoLevelMemory(M, owner=owner)
         self.inspect = bool(inspect)
-        self.write_bits = None if write_bits is None else int(write_bits)
+        self.graded = bool(graded)
+        self._steady = steady if self.graded else _same
+        self._unary = {**_UNARY, "exp": steady_exp} if self.graded else _UNARY
         self._most, self._budget = max_intermediate(self.M), max_cost(self.M)
         self.slow: dict[str, SlowArray] = {}
         self.tiles: dict[int, np.ndarray] = {}
@@ -252,7 +279,7 @@ class Machine:
         if (not isinstance(shape, list) or not 1 <= len(shape) <= 2
                 or not all(_is_count(s) for s in shape)):
             raise TileError(f"a tile's shape is one or two non-negative sizes, got {_short(shape)}")
-        fill = float(_flush(np.float64(_number(fill, "a tile's fill is"))))
+        fill = float(self._steady(np.float64(_number(fill, "a tile's fill is"))))
         buf = self.memory.allocate(tuple(int(s) for s in shape), label="a tile", fill=fill)
         return self._new(buf)
 
@@ -304,8 +331,8 @@ class Machine:
         index = _slices(spans, dst.shape, f"write to {name!r}")
         _, view = self._source(source, "what is written")
         self.memory.write(dst, view, *index)
-        if self.write_bits is not None:
-            dst._data[index] = round_bits(dst._data[index], self.write_bits)
+        if self.graded:
+            dst._data[index] = round_bits(dst._data[index], WRITE_BITS)
 
     def _op_io(self, *extra):
         _no_extra(extra, "io")
@@ -377,7 +404,8 @@ class Machine:
             if op == "num":
                 if len(args) != 1:
                     raise TileError(f"malformed number {_short(node)}")
-                return _flush(np.float64(_number(args[0], f"malformed number {_short(node)}:")))
+                return self._steady(np.float64(_number(args[0], f"malformed number "
+                                                                f"{_short(node)}:")))
             if op in ("rows", "cols"):
                 if len(args) != 2 or not all(_is_count(a) for a in args):
                     raise TileError(f"malformed index {_short(node)}")
@@ -386,7 +414,7 @@ class Machine:
                 idx = np.arange(start, start + count, dtype=np.float64)
                 return idx[:, None] if op == "rows" else idx[None, :]
             if op in _UNARY and len(args) == 1:
-                return self._checked(_UNARY[op](self._eval(args[0], target, top)))
+                return self._checked(self._unary[op](self._eval(args[0], target, top)))
             if op in _BINARY and len(args) == 2:
                 a, b = (self._eval(x, target, top) for x in args)
                 return self._checked(_broadcast(_BINARY[op], a, b, limit=self._limit()))
@@ -400,7 +428,7 @@ class Machine:
                 rows = a.shape[0] if a.ndim == 2 else 1
                 cols = b.shape[1] if b.ndim == 2 else 1
                 self._room(rows * cols)
-                return _flush(a @ b)
+                return self._steady(a @ b)
             if op == "T" and len(args) == 1:
                 return self._eval(args[0], target).T
             if op == "axes" and len(args) == 2 and args[1] in ("col", "row"):
@@ -414,7 +442,7 @@ class Machine:
                 if a.ndim == 0 or args[1] >= a.ndim or a.shape[args[1]] == 0 and op != "sum":
                     raise TileError(f"cannot take the {op} along axis {args[1]} of shape "
                                     f"{a.shape}")
-                return _flush(_REDUCE[op](a, axis=args[1]))
+                return self._steady(_REDUCE[op](a, axis=args[1]))
         raise TileError(f"malformed expression {_short(node)}")
 
     def _plan(self, node, cost: list) -> tuple:
@@ -484,7 +512,7 @@ class Machine:
 
     def _checked(self, value):
         self._room(np.size(value))
-        return _flush(value)
+        return self._steady(value)
 
 
 # ---------------------------------------------------------------------- helpers
@@ -542,14 +570,7 @@ def _size(shape) -> int:
     return n
 
 
-def _flush(value):
-    """``value`` with its subnormal entries zero (a fresh result, changed in place)."""
-    if isinstance(value, np.ndarray):
-        if value.dtype == np.float64:
-            value[np.abs(value) < _TINY] = 0.0
-        return value
-    if isinstance(value, np.floating) and abs(value) < _TINY:
-        return np.float64(0.0)
+def _same(value):
     return value
 
 

@@ -22,7 +22,7 @@ from ioattn.teach.grade import grade
 from ioattn.teach.referee import Crashed, Submission, TimedOut
 from ioattn.tiles import Machine, TileError
 from ioattn.tiles import machine as machine_module
-from ioattn.tiles.machine import EXP_LOW, WRITE_BITS, max_cost, round_bits, safe_exp
+from ioattn.tiles.machine import EXP_HIGH, EXP_LOW, STEADY, max_cost, round_bits, steady_exp
 
 from .helpers import CHEATS, notebook, solution
 
@@ -240,69 +240,106 @@ def test_only_the_end_of_the_standard_error_is_read_back(tmp_path):
 
 
 # ---------------------------------------------------------------------- timing
-def test_exp_never_evaluates_an_underflowing_lane(monkeypatch):
+def _recorded(monkeypatch, machine):
+    """Every value the machine's evaluation makes, recorded as it is made."""
+    made = []
+    real = Machine._eval
+
+    def recording(self, *args, **kwargs):
+        value = real(self, *args, **kwargs)
+        made.append(np.array(value, dtype=np.float64, copy=True))
+        return value
+
+    monkeypatch.setattr(Machine, "_eval", recording)
+    return made
+
+
+def _steady(values) -> bool:
+    size = np.abs(values[np.isfinite(values) & (values != 0)])
+    return bool(np.all((size >= STEADY[0]) & (size <= STEADY[1])))
+
+
+def test_exp_never_takes_its_slow_path_on_hidden_values(monkeypatch):
+    """The red team's probe, exp(where(x > c, -800, 0.5)): exp only ever sees arguments where
+    NumPy takes its fast path, and every value made is steady (so no operation after it is
+    slow either)."""
     seen = []
     real = machine_module._exp
 
     def recording(x):
-        seen.append(float(np.min(x)))
+        seen.append((float(np.min(x)), float(np.max(x))))
         return real(x)
 
     monkeypatch.setattr(machine_module, "_exp", recording)
-    machine = Machine(2 * 4096)
+    machine = Machine(2 * 4096, graded=True)
+    made = _recorded(monkeypatch, machine)
     machine.load("A", np.linspace(-1, 1, 64 * 64).reshape(64, 64))
     tid, _ = machine.request(["read", "A", [[0, 64], [0, 64]]])
     out = machine.request(["alloc", [64, 64], 0.0])[0]
     machine.request(["set", ["tile", out],
                      ["exp", ["where", ["gt", ["tile", tid], ["num", 0.1]],
                               ["num", -800.0], ["num", 0.5]]]])
-    values = machine.tiles[out]
-    assert seen and min(seen) >= EXP_LOW
-    assert not np.any((values != 0) & (np.abs(values) < np.finfo(np.float64).tiny))
-    a = machine.tiles[tid]
-    assert np.array_equal(values[a > 0.1], np.zeros(int((a > 0.1).sum())))
-    assert np.allclose(values[a <= 0.1], np.exp(0.5))
+    assert seen and all(EXP_LOW <= lo and hi <= EXP_HIGH for lo, hi in seen)
+    assert made and all(_steady(v) for v in made)
+    a, values = machine.tiles[tid], machine.tiles[out]
+    assert np.all(values[a > 0.1] == 0) and np.allclose(values[a <= 0.1], np.exp(0.5))
 
 
-def test_safe_exp_is_exp_where_it_is_normal():
-    x = np.array([-np.inf, -1000.0, -708.5, -700.0, 0.0, 1.0, 709.5, np.inf, np.nan])
-    got = safe_exp(x)
-    with np.errstate(all="ignore"):
-        want = np.exp(x)
-    want[np.abs(want) < np.finfo(np.float64).tiny] = 0.0
-    assert np.array_equal(got[:-1], want[:-1]) and np.isnan(got[-1])
-
-
-def test_no_operation_leaves_a_subnormal_in_a_tile():
-    machine = Machine(64)
-    machine.request(["alloc", [4], 1e-200])
+@pytest.mark.parametrize("expr", [
+    ["mul", ["mul", ["tile", 0], ["num", 1e-200]], ["num", 1e-120]],   # a subnormal product
+    ["div", ["tile", 0], ["num", 1e300]],
+    ["mul", ["tile", 0], ["num", 1e-310]],                           # a subnormal number
+    ["sub", ["mul", ["tile", 0], ["num", 1e-290]], ["num", 1e-290]],
+    ["exp", ["mul", ["tile", 0], ["num", -720.0]]],
+    ["exp", ["mul", ["tile", 0], ["num", 709.5]]],
+    ["sum", ["mul", ["tile", 0], ["num", 1e-300]], 0],
+])
+def test_no_value_a_graded_machine_makes_is_outside_the_steady_range(monkeypatch, expr):
+    machine = Machine(64, graded=True)
+    made = _recorded(monkeypatch, machine)
+    machine.load("A", np.array([1.0, 0.5, -0.25, 3.0]))
+    machine.request(["read", "A", [[0, 4]]])
     machine.request(["alloc", [4], 0.0])
-    machine.request(["set", ["tile", 1], ["mul", ["tile", 0], ["num", 1e-120]]])
-    machine.request(["set", ["tile", 0], ["num", 1e-310]])
-    assert np.all(machine.tiles[1] == 0.0) and np.all(machine.tiles[0] == 0.0)
+    machine.request(["set", ["tile", 1], expr])
+    assert made and all(_steady(v) for v in made)
+    assert _steady(machine.tiles[1])
+
+
+def test_steady_exp_is_exp_within_its_range():
+    x = np.array([-np.inf, -1000.0, -300.0, -200.0, 0.0, 1.0, 200.0, 300.0, np.inf, np.nan])
+    got = steady_exp(x)
+    assert np.array_equal(got[[0, 1, 2]], [0, 0, 0]) and np.array_equal(got[[7, 8]], [np.inf] * 2)
+    assert np.array_equal(got[3:7], np.exp(x[3:7])) and np.isnan(got[-1])
+
+
+def test_a_machine_that_does_not_grade_computes_as_numpy_does():
+    machine = Machine(64)
+    machine.request(["alloc", [2], 1e-200])
+    machine.request(["set", ["tile", 0], ["mul", ["tile", 0], ["num", 1e-120]]])
+    assert np.all(machine.tiles[0] == 1e-200 * 1e-120)
 
 
 # ---------------------------------------------------------------------- packing
-def _run_packing(bits, form="A @ B"):
+def _run_packing(graded, form="A @ B"):
     ns = {"FORM": form}
     exec((CHEATS / "protocol_packed_strips.py").read_text(), ns)
     rng = np.random.default_rng(1)
     m, k, n, b = 80, 70, 75, 16
     M = b * b + 2 * b + 3
     a, w = rng.standard_normal((m, k)), rng.standard_normal((k, n))
-    machine = Machine(M, write_bits=bits)
+    machine = Machine(M, graded=graded)
     mem, handles = connect(machine, {"A": a, "B": w}, {"C": (m, n)})
     ns["tiled_matmul"](mem, *handles)
     return judge.compare(machine.fetch("C"), a @ w), machine.memory.io, 2 * m * n * k / M ** 0.5
 
 
 def test_packing_two_values_per_entry_works_on_exact_slow_memory():
-    err, io, bound = _run_packing(None)
+    err, io, bound = _run_packing(False)
     assert err < judge.TOLERANCE and io.reads < bound         # the attack, undefended
 
 
-def test_packing_fails_when_written_values_keep_24_bits():
-    err, _, _ = _run_packing(WRITE_BITS)
+def test_packing_fails_on_a_graded_machine():
+    err, _, _ = _run_packing(True)
     assert err > 1000 * judge.TOLERANCE
 
 
