@@ -10,8 +10,10 @@ An assignment's check asks for answers through an :class:`Answers` object:
 - :meth:`Answers.call` — a plain function called with plain arguments, its result as plain data.
 
 :class:`LocalAnswers` serves a student's own checks in their notebook (the example data is
-theirs anyway). When grading, :class:`ioattn.teach.referee.Submission` serves the same requests
-from the notebook's process, while the data, the machines and the verdicts stay in the grader's.
+theirs anyway), on graded machines like the grader's (:mod:`ioattn.tiles.machine`: values
+written to slow memory keep 24 significant bits). When grading,
+:class:`ioattn.teach.referee.Submission` serves the same requests from the notebook's process,
+while the data, the machines and the verdicts stay in the grader's.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ __all__ = ["Answers", "LocalAnswers", "Run", "decode", "encode", "Unsendable"]
 
 #: The most items (numbers, strings, containers) one answer may have, and how deep it may nest.
 MAX_ITEMS, MAX_DEPTH = 200_000, 32
+#: The largest magnitude an integer in an answer may have: float64's largest (an integer
+#: beyond it could not be compared with a float).
+MAX_INT = int(np.finfo(np.float64).max)
 
 
 class Unsendable(TypeError):
@@ -102,7 +107,7 @@ class LocalAnswers(Answers):
         return decode(encode(self.names[name]))
 
     def run(self, name, M, inputs, outputs, *, args=(), time_limit=60.0):
-        machine = Machine(M, owner=name)
+        machine = Machine(M, owner=name, graded=True)          # as when graded
         fn = self.names.get(name)
         run = Run(name, machine)
         if not callable(fn):
@@ -209,7 +214,9 @@ def _hashable(x):
 
 
 def decode(x):
-    """The inverse of :func:`encode`: lists stay lists, sets come back as frozensets."""
+    """The inverse of :func:`encode`: lists stay lists, sets come back as frozensets. Numbers
+    are checked: an integer beyond float64's range (:data:`MAX_INT`) is :class:`Unsendable`;
+    a float may be NaN or infinite (the check that gets it decides what that means)."""
     if isinstance(x, list):
         return [decode(v) for v in x]
     if isinstance(x, dict):
@@ -224,6 +231,9 @@ def decode(x):
         if set(x) == {"float"} and x["float"] in ("nan", "inf", "-inf"):
             return float(x["float"])
         raise Unsendable("malformed plain data")
+    if isinstance(x, int) and not isinstance(x, bool) and abs(x) > MAX_INT:
+        raise Unsendable(f"an integer of {x.bit_length():,} bits, beyond float64's range "
+                         "(about 1.8e308)")
     if x is None or isinstance(x, (bool, str)) or (isinstance(x, Integral | Real)):
         return x
     raise Unsendable("malformed plain data")

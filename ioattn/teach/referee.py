@@ -34,12 +34,29 @@ The notebook's process
 A call that runs past its time limit, or a process that ends (``os._exit``, a crash, the memory
 limit), fails the question it was answering with the reason; the next question starts the
 notebook again, so questions already answered keep their scores.
+
+Nothing the notebook's process sends is trusted:
+
+- every message is read with a deadline, the call's remaining time (:mod:`.protocol`), at most
+  :data:`MAX_MESSAGE` bytes, nested at most :data:`.protocol.MAX_DEPTH` deep, UTF-8 without
+  lone surrogates; every reply is written with the same deadline, so a process that stops
+  reading (or sends half a message) costs at most the call's time limit, and one that has ended
+  (a broken pipe) fails the question as a process that ended;
+- every value is checked before use: a number outside float64's range is refused where it
+  would be one (a tile request's number, an answer's integer), and anything else a request
+  makes go wrong fails that call, never the grading;
+- each cell's outcome is recorded as the process reports it, cell by cell, before the next cell
+  runs, so code in one cell can change the reports of later cells only; the cell errors in a
+  report are as the notebook's process reported them;
+- what confines the process is what the grader measured of it (``sandbox.observed``, where it
+  is available) or what it had the process do, never what the process says.
 """
 
 from __future__ import annotations
 
 import ctypes
 import json
+import math
 import os
 import resource
 import signal
@@ -54,6 +71,7 @@ from ..memory import CacheOverflowError
 from ..tiles import Machine, TileError
 from . import jail
 from .answers import Answers, Run, Unsendable, connect, decode
+from .judge import clean
 from .protocol import ProtocolError, receive, send
 
 __all__ = ["Crashed", "Submission", "TimedOut", "isolation", "protect"]
@@ -64,6 +82,11 @@ NOBODY = 65534
 NOTEBOOK_TIME, MEMORY = 300.0, 4 << 30
 #: The most tile requests one call may make.
 MAX_REQUESTS = 5_000_000
+#: The longest message the grader reads from a notebook's process, in bytes.
+MAX_MESSAGE = 16 << 20
+#: The most bytes of what the notebook's process wrote to its standard error that a message
+#: quotes (only the end of it is read back).
+ERROR_TAIL = 500
 
 
 class Crashed(RuntimeError):
@@ -131,9 +154,12 @@ class Submission(Answers):
         self.cell_errors: list = []
         self.output = ""
         self.starts = 0
-        self.confined = ""
         self.plan = None
         self.namespaces = True
+        self._seen = ""                          # what the grader saw of the process
+        self._outcomes: list = []
+        self._outcomes_of = 0                    # the start whose cells they are
+        self._running = False                    # whether its cells are still running
 
     # ------------------------------------------------------------------ the process
     def start(self) -> None:
@@ -207,7 +233,7 @@ class Submission(Answers):
                           f"{self._bounds()}")
         self.cell_errors = [e for e in msg["ready"] if isinstance(e, dict)]
         self.output = str(msg.get("output", ""))
-        self.confined = self._observed()
+        self._seen = self._observed()
 
     def _bounds(self) -> str:
         return ("the kernel ended its processes: together they went over the memory limit "
@@ -240,6 +266,16 @@ class Submission(Answers):
         return self.errors
 
     @property
+    def confined(self) -> str:
+        """How the notebook's process is confined, as the grader measured it (or had it do),
+        never as the process says."""
+        return self._seen
+
+    @confined.setter
+    def confined(self, claimed) -> None:
+        """What the notebook's process claims of its confinement: ignored."""
+
+    @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None and self.conn is not None
 
@@ -247,8 +283,8 @@ class Submission(Answers):
         """End the notebook's process, every process it started, and remove its folder."""
         if self.conn is not None:
             try:
-                send(self.conn, {"bye": True})
-            except OSError:
+                send(self.conn, {"bye": True}, time.monotonic() + 1)
+            except (OSError, TimeoutError):
                 pass
             self.conn.close()
             self.conn = None
@@ -270,28 +306,31 @@ class Submission(Answers):
     # ------------------------------------------------------------------ Answers
     def value(self, name):
         self._ensure()
-        send(self.conn, {"value": name})
-        msg = self._wait(60.0, f"sending {name}")
+        deadline = time.monotonic() + 60.0
+        what = f"sending {name}"
+        self._send({"value": name}, deadline, what)
+        msg = self._next(deadline, what)
         if "unsendable" in msg:
-            raise Unsendable(str(msg["unsendable"]))
+            raise Unsendable(clean(msg["unsendable"]))
         return decode(msg.get("value"))
 
     def call(self, name, args=(), *, time_limit=60.0):
         self._ensure()
-        send(self.conn, {"call": name, "args": list(args)})
-        msg = self._wait(time_limit, f"{name}{tuple(args)!r}")
-        return self._ended(name, msg)
+        deadline = time.monotonic() + time_limit
+        what = f"{name}{tuple(args)!r}"
+        self._send({"call": name, "args": list(args)}, deadline, what)
+        return self._ended(name, self._next(deadline, what))
 
     def run(self, name, M, inputs, outputs, *, args=(), time_limit=60.0):
         self._ensure()
-        machine = Machine(M, owner=name)
+        machine = Machine(M, owner=name, graded=True)
         connect(machine, inputs, outputs)
         result = Run(name, machine)
         arrays = [[k, list(machine.slow[k].shape)] for k in (*inputs, *outputs)]
-        send(self.conn, {"run": name, "M": M, "arrays": arrays, "args": list(args)})
         deadline = time.monotonic() + time_limit
+        self._send({"run": name, "M": M, "arrays": arrays, "args": list(args)}, deadline, name)
         while True:
-            msg = self._wait(deadline - time.monotonic(), f"{name}")
+            msg = self._next(deadline, name)
             if "tile" not in msg:
                 break
             if machine.requests >= MAX_REQUESTS:
@@ -300,10 +339,14 @@ class Submission(Answers):
                 reply = {"ok": machine.request(msg["tile"])}
             except (TileError, CacheOverflowError) as exc:
                 reply = {"error": [type(exc).__name__, str(exc)]}
-            send(self.conn, reply)
+            except Exception as exc:            # noqa: BLE001 (whatever a request makes go wrong)
+                self._drop()
+                result.error = (f"a tile request the grader could not carry out "
+                                f"({type(exc).__name__}: {clean(exc, 200)})")
+                return result
+            self._send(reply, deadline, name)
         result.returned, result.error = self._ended(name, msg)
-        result.seconds = float(msg.get("seconds", 0.0)) if isinstance(
-            msg.get("seconds"), (int, float)) else 0.0
+        result.seconds = _seconds(msg.get("seconds"))
         return result
 
     # ------------------------------------------------------------------ internals
@@ -313,9 +356,9 @@ class Submission(Answers):
 
     def _ended(self, name, msg):
         if "raised" in msg:
-            return None, str(msg["raised"])
+            return None, clean(msg["raised"])
         if "unsendable" in msg:
-            return None, str(msg["unsendable"])
+            return None, clean(msg["unsendable"])
         if "returned" in msg:
             try:
                 return decode(msg["returned"]), None
@@ -323,24 +366,85 @@ class Submission(Answers):
                 return None, f"{name} returned {exc}"
         self._crash(f"{name}: an unexpected message from the notebook's process")
 
+    def _send(self, message, deadline: float, what: str) -> None:
+        """Send ``message`` by ``deadline``; the process is ended if it cannot take it."""
+        if self.conn is None:
+            self._crash(f"before {what}")
+        try:
+            send(self.conn, message, deadline)
+        except TimeoutError:
+            self._drop()
+            raise TimedOut(f"{what} ran past the time limit (the notebook's process stopped "
+                           "reading the grader's replies)") from None
+        except OSError:                          # a broken pipe: the process has ended
+            self._crash(f"while {what}")
+
     def _wait(self, seconds: float, what: str):
         """The next message, within ``seconds``; the process is ended on a timeout or EOF."""
-        try:
-            ready = self.conn.poll(max(0.0, seconds))
-        except OSError:
-            ready = True
-        if not ready:
-            self.close()
+        return self._next(time.monotonic() + seconds, what, seconds)
+
+    def _next(self, deadline: float, what: str, seconds: float | None = None):
+        """The next message by ``deadline`` (cells' outcomes recorded on the way); the process
+        is ended on a timeout, EOF or a malformed message."""
+        while True:
+            msg = self._receive(deadline, what, seconds)
+            if self._outcomes_of != self.starts:     # a fresh start: its cells' outcomes come
+                self._outcomes_of, self._outcomes = self.starts, []
+                self._seen, self._running = "", True
+            if not self._running:
+                return msg
+            if "ready" in msg:
+                self._running = False
+                return self._ready(msg)
+            if "cell" in msg and len(self._outcomes) < len(self.cells):
+                self._outcome(msg, what)
+                continue
+            return msg
+
+    def _receive(self, deadline: float, what: str, seconds: float | None):
+        if self.conn is None:
+            self._crash(f"before {what}")
+        if time.monotonic() >= deadline:         # even with messages waiting
+            self._drop()
             raise TimedOut(f"{what} ran past the time limit of {_secs(seconds)}")
         try:
-            msg = receive(self.conn)
+            msg = receive(self.conn, deadline, MAX_MESSAGE)
+        except TimeoutError:
+            self._drop()
+            raise TimedOut(f"{what} ran past the time limit of {_secs(seconds)}") from None
         except EOFError:
             self._crash(f"while {what}")
         except ProtocolError as exc:
             self._crash(f"{exc} while {what}")
+        except OSError:
+            self._crash(f"while {what}")
         if not isinstance(msg, dict):
             self._crash(f"a malformed message while {what}")
         return msg
+
+    def _outcome(self, msg: dict, what: str) -> None:
+        """Record one cell's outcome, as the notebook's process reports it."""
+        number = self.cells[len(self._outcomes)][0]
+        error = msg.get("error")
+        if msg.get("cell") != number or not (error is None or isinstance(error, str)):
+            self._crash(f"a malformed cell report while {what}")
+        self._outcomes.append(None if error is None else clean(error, 1000))
+
+    def _ready(self, msg: dict) -> dict:
+        """The end of the cells: their errors as recorded cell by cell (a cell the process did
+        not report has an error saying so), the process's output cleaned, its claims dropped."""
+        missing = "its outcome was never reported by the notebook's process"
+        outcomes = self._outcomes + [missing] * (len(self.cells) - len(self._outcomes))
+        errors = [{"cell": number, "error": error}
+                  for (number, _), error in zip(self.cells, outcomes) if error is not None]
+        return {"ready": errors, "output": clean(msg.get("output", ""), 4000)}
+
+    def _drop(self) -> None:
+        """End the process without a word (the socket may be full or broken)."""
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+        self.close()
 
     def _crash(self, what: str):
         proc = self.proc
@@ -351,14 +455,25 @@ class Submission(Answers):
                 code = proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
-            if code is not None and getattr(self, "errors", None) is not None:
-                self.errors.seek(0)
-                err = self.errors.read().decode(errors="replace").strip()[-500:]
+            if code is not None:
+                err = self._error_tail()
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
         self.close()
         how = "" if code is None else (f" (killed by signal {-code})" if code < 0
                                        else f" (exit code {code})")
         detail = f"; it said: {err}" if err else ""
         raise Crashed(f"the notebook's process ended {what}{how}{detail}")
+
+    def _error_tail(self) -> str:
+        """The end of what the process wrote to its standard error (never all of it)."""
+        errors = getattr(self, "errors", None)
+        try:
+            tail = errors.read()
+        except (AttributeError, OSError, ValueError):
+            return ""
+        return clean(tail.decode(errors="replace"), 4 * ERROR_TAIL).strip()[-ERROR_TAIL:]
 
 
 def _kill(proc, plan=None) -> None:
@@ -456,9 +571,6 @@ class _Tail:
     def fileno(self) -> int:
         return self.file.fileno()
 
-    def seek(self, *args) -> None:
-        pass
-
     def read(self) -> bytes:
         size = os.fstat(self.file.fileno()).st_size
         self.file.seek(max(0, size - self.KEEP))
@@ -472,5 +584,16 @@ class _Tail:
         self.file.close()
 
 
-def _secs(seconds: float) -> str:
-    return f"{seconds:g} s" if seconds > 0 else "its time"
+def _secs(seconds: float | None) -> str:
+    return f"{seconds:g} s" if seconds is not None and seconds > 0 else "its time"
+
+
+def _seconds(x) -> float:
+    """A call's reported seconds, if they are a sane number (else 0)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return 0.0
+    try:
+        x = float(x)
+    except OverflowError:
+        return 0.0
+    return x if math.isfinite(x) and x >= 0 else 0.0

@@ -5,7 +5,9 @@
 own folder and the installed code (:mod:`ioattn.teach.sandbox`) and, where the grader runs as
 root, as an unprivileged user. It reads the number of a socket inherited from the grader on standard
 input, and then, over the socket, the notebook's code cells. It runs every
-cell with IPython, as a kernel would, recording each cell's error, and then serves the grader's
+cell with IPython, as a kernel would, and reports each cell's outcome (``{"cell": number,
+"error": text or None}``) as soon as the cell has run, before the next one starts, so the grader
+has it before any later cell could change how the process reports; then it serves the grader's
 requests over the socket (:mod:`ioattn.teach.protocol`):
 
 - ``{"value": name}``: the notebook's ``name`` as plain data;
@@ -86,14 +88,21 @@ def _confine(config: dict) -> str:
         return f"no file confinement ({exc})"
 
 
-def _run_cells(shell, cells: list) -> tuple[list, dict]:
-    """Run the notebook's code cells in an IPython shell; ``(errors, namespace)``."""
+#: The most characters of one cell's error that are reported.
+MAX_ERROR = 1000
+
+
+def _run_cells(shell, cells: list, conn) -> tuple[list, dict]:
+    """Run the notebook's code cells in an IPython shell, reporting each one's outcome over
+    ``conn`` as it finishes; ``(errors, namespace)``."""
     errors = []
     for number, source in cells:
         result = shell.run_cell(source, store_history=False, silent=False)
         error = result.error_before_exec or result.error_in_exec
-        if error is not None:
-            errors.append({"cell": number, "error": _describe(error)})
+        text = None if error is None else _describe(error)[:MAX_ERROR]
+        send(conn, {"cell": number, "error": text})
+        if text is not None:
+            errors.append({"cell": number, "error": text})
     return errors, shell.user_ns
 
 
@@ -192,7 +201,7 @@ def main() -> int:
         _drop_root(config["drop"])
     cells = receive(conn)["cells"]
     with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
-        errors, names = _run_cells(shell, cells)
+        errors, names = _run_cells(shell, cells, conn)
     send(conn, {"ready": errors, "output": output.getvalue()[-4000:], "confined": confined})
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         _serve(conn, names)

@@ -10,6 +10,9 @@ assigned to a tile (``S[...] = Q_i @ K_j.T``) or accumulated into one (``O_i += 
 
 One assignment is one fused loop: every entry of the target is computed from the operands
 without storing anything else, so the cache holds exactly the tiles the program allocated.
+The machine costs an assignment before it computes any of it (a product, its output's entries
+times its inner size; anything else, the entries it makes) and refuses one that costs more than
+a stated multiple of what a product of two cache-sized tiles can (:mod:`ioattn.tiles.machine`).
 
 Examples
 --------

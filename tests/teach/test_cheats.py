@@ -17,6 +17,7 @@ from ioattn.teach import jail, sandbox
 from ioattn.teach.grade import grade
 
 from .helpers import CHEATS, notebook, solution
+from .test_protocol_attacks import EXPECT as PROTOCOL_EXPECT
 
 SEED, STUDENT = 7, "ada"
 
@@ -82,6 +83,7 @@ EXPECT: dict[str, dict] = {
     "return_int_subclass": _zero("returned a __main__.Liar, which is not plain data"),
     "return_numpy_array": _zero(NEVER),
 }
+EXPECT.update(PROTOCOL_EXPECT)          # the notebooks that attack the grader's messages
 
 #: Cheats that work where the kernel has no Landlock (:mod:`ioattn.teach.sandbox`): the
 #: notebook's process can then read every file its user can, such as this checkout's tests.
