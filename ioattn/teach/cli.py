@@ -297,30 +297,8 @@ def _similar_or_why(assignment: str, pairs, threshold: float) -> list[dict]:
 
 
 def _similar(assignment: str, pairs, threshold: float) -> list:
-    """Pairs of students whose answer code is near-identical (:mod:`ioattn.teach.similarity`),
-    the shipped notebook's own code not counted, and students whose code is the grader's own
-    answers' (:mod:`ioattn.teach.keys`)."""
-    from importlib.util import find_spec
+    """Pairs of students whose answer code is near-identical, or whose code is found in a public
+    source (:func:`ioattn.teach.similarity.similar_in_class`)."""
+    from .similarity import similar_in_class
 
-    from .build import notebook_source
-    from .similarity import answer_code, similar_pairs
-
-    codes = {}
-    students = [student for student, _ in pairs]
-    for student, path in pairs:
-        label = student or path.stem
-        if students.count(student) > 1:         # two files of one student: both, by path
-            label = f"{label} ({path})"
-        try:
-            codes[label] = answer_code(path)
-        except (OSError, ValueError):
-            continue
-    import jupytext
-
-    template = jupytext.read(notebook_source(assignment))
-    starter = "\n".join(c.source for c in template.cells if c.cell_type == "code")
-    known = {}
-    spec = find_spec(f"ioattn.teach.keys.{assignment}")
-    if spec is not None and spec.origin:
-        known[f"ioattn.teach.keys.{assignment}"] = Path(spec.origin).read_text(encoding="utf-8")
-    return similar_pairs(codes, threshold=threshold, starter=starter, known=known)
+    return similar_in_class(assignment, pairs, threshold)

@@ -48,6 +48,7 @@ from pathlib import Path
 
 from .answers import Unsendable
 from .assignments import Context, get
+from .flags import flags
 from .judge import GradingFailure, reason
 from .referee import MEMORY, NOTEBOOK_TIME, Crashed, Submission, TimedOut, isolation, protect
 from .report import QuestionScore, Report
@@ -185,6 +186,7 @@ def _grade_into(report: Report, spec, path: Path, student, course, key: bytes, s
     variant = spec.variant(who, course)
     cells = [(n, c.source) for n, c in enumerate(nb.cells, 1)
              if c.cell_type == "code" and CHECK_TAG not in c.get("metadata", {}).get("tags", [])]
+    report.flags = flags(cells)
     with _Bounded(cells, restarts=restarts, **limits) as sub:
         try:
             sub.start()

@@ -111,6 +111,10 @@ class Report:
     notes : list of str
         What the instructor should know that is not a score: a record that names another
         student than the file's path, a student who handed in more than one file.
+    flags : list of str
+        What in the notebook's code can hide code or reach past its functions
+        (:func:`ioattn.teach.flags.flags`), by cell and line: for the instructor to read, not a
+        mark.
     """
 
     assignment: str
@@ -126,6 +130,7 @@ class Report:
     restarts: int = 0
     key: str = ""
     notes: list = field(default_factory=list)
+    flags: list = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, data: dict) -> Report:
@@ -170,6 +175,8 @@ class Report:
                  f"{'; ' + how if how else ''})"]
         for note in self.notes:
             lines.append(f"  note: {note}")
+        for flag in self.flags:
+            lines.append(f"  flag: {flag}")
         if self.error:
             lines.append(f"  not graded: {self.error}")
         for e in self.cell_errors:

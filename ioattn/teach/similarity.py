@@ -337,15 +337,21 @@ def similar_in_class(assignment: str, submissions, threshold: float = 0.8) -> li
     assignment : str
         The assignment's name.
     submissions : iterable of (str or None, path)
-        ``(student, notebook path)``; a student of ``None`` is named after the file. Notebooks
-        that cannot be read are left out (the grading reports say why).
+        ``(student, notebook path)``; a student of ``None`` is named after the file, and a
+        student with several files is named with each file's path. Notebooks that cannot be
+        read are left out (the grading reports say why).
     threshold : float
         As for :func:`similar_pairs`.
     """
+    submissions = [(student, Path(path)) for student, path in submissions]
+    students = [student for student, _ in submissions]
     codes = {}
     for student, path in submissions:
+        label = student or path.stem
+        if students.count(student) > 1:         # two files of one student: both, by path
+            label = f"{label} ({path})"
         try:
-            codes[student or Path(path).stem] = answer_code(path)
+            codes[label] = answer_code(path)
         except (OSError, ValueError):
             continue
     return similar_pairs(codes, threshold=threshold, starter=handout_code(assignment),

@@ -67,7 +67,8 @@ EXPECT: dict[str, dict] = {
     "cache_huge_row_index": _zero("is too large"),
     "cache_read_whole_input": _zero("cannot bring A[0:49, 0:39] (1911 entries)"),
     "cache_wrong_shape_write": _zero("cannot write a tile of shape (1, 1)"),
-    "cache_scratch_as_cache": {"q1": 2, "q2": 0, "q2_reason": "Over budget"},
+    "cache_scratch_as_cache": {"q1": 0, "q1_reason": "into the cache: it already holds", "q2": 0,
+                               "q2_reason": "Over budget"},
     # the package answering
     "package_run_square_tiling": _zero("is in slow memory"),
     # the masters hold the A @ B key only (wrong shapes for ada's A.T @ B); while they are

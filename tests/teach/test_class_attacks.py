@@ -440,3 +440,18 @@ def _notebook_processes(where: Path) -> set:
 
 def test_the_hidden_rng_is_a_numpy_generator():
     assert isinstance(hidden_rng(KEY, "matmul", "ada", "q1"), np.random.Generator)
+
+
+def test_a_report_lists_what_hides_code_and_an_honest_one_lists_nothing(tmp_path):
+    """Code that unpacks and runs a blob still earns what it earns, and its report says where
+    it is for the instructor to read; the honest notebook's report has no flag."""
+    blob = "import base64, zlib\nexec(zlib.decompress(base64.b64decode(b'eJwDAAAAAAE=')))"
+    flagged = grade("matmul", notebook(tmp_path / "ada.ipynb", "matmul", "ada", blob,
+                                       solution("matmul")), key=KEY)
+    honest = grade("matmul", notebook(tmp_path / "alan.ipynb", "matmul", "alan",
+                                      solution("matmul")), key=KEY)
+    assert flagged.score == 5 and honest.score == 5
+    assert any("exec" in f for f in flagged.flags), flagged.flags
+    assert all(f.startswith("cell ") for f in flagged.flags)
+    assert "flag: cell" in flagged.text() and Report.from_dict(flagged.to_dict()).flags
+    assert honest.flags == [] and "flag:" not in honest.text()
