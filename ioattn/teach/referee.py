@@ -473,7 +473,8 @@ class Submission(Answers):
             tail = errors.read()
         except (AttributeError, OSError, ValueError):
             return ""
-        return clean(tail.decode(errors="replace"), 4 * ERROR_TAIL).strip()[-ERROR_TAIL:]
+        text = tail.decode(errors="replace")[-4 * ERROR_TAIL:]
+        return clean(text, 4 * ERROR_TAIL).strip()[-ERROR_TAIL:]
 
 
 def _kill(proc, plan=None) -> None:

@@ -32,7 +32,7 @@ from ioattn.teach.grade import find_submissions, grade, grade_many, note_duplica
 from ioattn.teach.report import Report, csv_cell, csv_table, printable
 from ioattn.teach.variants import grading_key, hidden_rng, key_fingerprint
 
-from .helpers import notebook, solution
+from .helpers import named, notebook, sleeper, solution
 from .test_crossover_pebbling import CROSSOVER_CELL, PEBBLING_CELL
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -389,21 +389,21 @@ def test_a_grading_leaves_no_temporary_folders(tmp_path, scratch):
 def test_an_interrupted_run_leaves_no_temporary_folders(tmp_path, scratch, signum):
     """Ctrl-C, or SIGTERM, while a notebook's cells run: the command stops its worker, whose
     notebook ends with it, and every folder of the grading is removed."""
-    notebook(tmp_path / "subs" / "ada.ipynb", "matmul", "ada", "import time\ntime.sleep(600)")
+    cell, marker = sleeper()
+    notebook(tmp_path / "subs" / "ada.ipynb", "matmul", "ada", cell)
     proc = subprocess.Popen([sys.executable, "-m", "ioattn", "grade", "matmul", "subs"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    for _ in range(1200):                          # until the notebook's process runs
-        if _notebook_processes(scratch):
+    for _ in range(1200):                          # until the notebook's cell runs
+        if named(marker):
             break
         time.sleep(0.1)
-    assert _notebook_processes(scratch), "the notebook never started"
-    assert any(scratch.glob("ioattn-grade-*/ioattn-run-*"))
+    assert named(marker), "the notebook never started"
     proc.send_signal(signum)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "interrupted" in err, (out, err)
     assert left(scratch) == []
-    assert not _notebook_processes(scratch)
+    assert not named(marker)
 
 
 def test_folders_left_by_a_run_killed_outright_are_removed_by_the_next(tmp_path):
@@ -419,23 +419,11 @@ def test_folders_left_by_a_run_killed_outright_are_removed_by_the_next(tmp_path)
 
 def test_a_worker_stopped_at_its_deadline_takes_its_notebook_down(tmp_path, scratch):
     """The notebook's process does not outlive a worker stopped at its deadline."""
-    path = notebook(tmp_path / "ada.ipynb", "matmul", "ada", "import time\ntime.sleep(600)")
+    cell, marker = sleeper()
+    path = notebook(tmp_path / "ada.ipynb", "matmul", "ada", cell)
     reports = grade_many("matmul", [("ada", path)], key=KEY, seconds=15)
     assert "ran past 15 s" in reports[0].error
-    assert not _notebook_processes(scratch) and left(scratch) == []
-
-
-def _notebook_processes(where: Path) -> set:
-    """The notebooks' processes running in a folder under ``where``."""
-    found = set()
-    for p in Path("/proc").iterdir():
-        try:
-            if (p.name.isdigit() and b"ioattn.teach.runner" in (p / "cmdline").read_bytes()
-                    and Path(os.readlink(p / "cwd")).is_relative_to(where)):
-                found.add(int(p.name))
-        except OSError:
-            continue
-    return found
+    assert not named(marker) and left(scratch) == []
 
 
 def test_the_hidden_rng_is_a_numpy_generator():

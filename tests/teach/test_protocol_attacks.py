@@ -233,8 +233,9 @@ def test_a_process_that_ends_after_writing_is_a_crash_of_that_call():
 
 def test_only_the_end_of_the_standard_error_is_read_back(tmp_path):
     sub = Submission([])
-    sub.errors = open(tmp_path / "err", "w+b")
-    sub.errors.write(b"\x1b[31m" + b"y" * (10 << 20) + b"the end")
+    sub.errors = sub._stderr()
+    sub.errors.file.write(b"\x1b[31m" + b"y" * (10 << 20) + b"\x1b[0mthe end")
+    sub.errors.file.flush()
     tail = sub._error_tail()
     assert tail.endswith("the end") and len(tail) <= 500 and "\x1b" not in tail
 

@@ -25,7 +25,7 @@ import pytest
 from ioattn.teach import jail, referee, sandbox
 from ioattn.teach.grade import grade
 
-from .helpers import CHEATS, cheat_cells, notebook, solution
+from .helpers import CHEATS, cheat_cells, named, notebook, solution
 
 SEED, STUDENT = 7, "ada"
 #: What this machine allows, detected.
@@ -91,16 +91,6 @@ def check(report, want: dict) -> None:
 def graded(stem: str, folder: Path, *, memory: int = referee.MEMORY, **words):
     path = notebook(folder / f"{stem}.ipynb", "matmul", STUDENT, *cheat_cells(stem, **words))
     return grade("matmul", path, seed=SEED, memory=memory)
-
-
-def named(marker: str) -> list[int]:
-    """The running processes whose name is ``marker`` (not the ended ones, zombies that the
-    machine's first process has not reaped yet)."""
-    done = subprocess.run(["ps", "-eo", "pid=,stat=,comm="], capture_output=True, text=True,
-                          check=True)
-    rows = [line.split(None, 2) for line in done.stdout.splitlines()]
-    return [int(r[0]) for r in rows if len(r) == 3 and r[2] == marker
-            and not r[1].startswith(("Z", "X"))]
 
 
 def _end(pids) -> None:
