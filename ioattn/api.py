@@ -80,7 +80,7 @@ def plan(name: str, N: int, d: int, M: int, *, N_k: int | None = None, backward:
     >>> import ioattn
     >>> p = ioattn.plan("flash", 1, 128, 2 ** 16, N_k=8192)
     >>> p.B_r, p.B_c
-    (1, 254)
+    (1, 253)
     """
     algo = get(name, as_flag(backward, "backward"))
     return algo.plan(as_count(N, "N"), as_count(d, "d"), as_count(M, "M"),

@@ -214,8 +214,8 @@ from .masks import Mask
 
 __all__ = [
     "EXTRA_PEBBLES", "Crossover", "any_matmul_lower", "block_density", "block_sparse_Z",
-    "cheapest", "crossovers", "envelope", "lower_bound", "lower_curve", "matmul_lower", "order",
-    "partition_lower", "reduction_lower", "regime",
+    "cheapest", "crossovers", "envelope", "grouped_lower", "lower_bound", "lower_curve",
+    "matmul_lower", "order", "partition_lower", "reduction_lower", "regime",
     "sparse_lower", "sparse_partition_lower", "sparse_reduction_lower", "sparse_trivial_lower",
     "trivial_lower", "upper_bound",
 ]
@@ -428,6 +428,37 @@ def lower_bound(N: int, d: int, M: int, matmul: str = "standard", *, N_k: int | 
     pebbles = _sizes(N, d, M)[2] + (EXTRA_PEBBLES if as_flag(program, "program") else 0)
     return max(trivial, partition_lower(N, d, pebbles, backward=backward, **keys),
                reduction_lower(N, d, pebbles, backward=backward, **keys))
+
+
+def grouped_lower(H_q: int, H_kv: int, N: int, d: int, M: int, *, N_k: int | None = None,
+                  program: bool = False) -> int:
+    """A lower bound for grouped heads: ``H_q`` query heads of ``N`` rows sharing ``H_kv``
+    key/value heads of ``N_k`` rows (``N`` by default), standard sums of products, forward.
+
+    The largest of three bounds, each by the argument of its dense form:
+
+    - trivial, ``2 H_q N d + 2 H_kv N_k d``: every query and key/value head is read once and
+      every output written (every score formed; at ``N_k = 1`` ``O`` is ``V`` repeated, as for
+      :func:`trivial_lower`). A shared ``K``, ``V`` counts once, however many heads use it;
+    - partition and reduction with ``t = H_q N N_k`` trees: the graph is the disjoint union of
+      the ``H_q`` heads' trees, and both arguments count trees and multiplications in any set of
+      them (a part's kind-(c) trees over all heads number at most ``sum_h a_h b_h <=
+      (sum_h a_h + b_h)^2 / 4 <= |D|^2 / (4 d^2)``; Loomis-Whitney bounds any set of
+      multiplication triples), as for :func:`partition_lower` and :func:`reduction_lower`.
+
+    With ``program=True`` the game bounds are evaluated at ``M + EXTRA_PEBBLES``, as for
+    :func:`lower_bound`. The stacked schedule of :mod:`ioattn.inference` meets the trivial
+    term exactly whenever a group's ``g N`` rows fit in one query block.
+    """
+    H_q, H_kv = as_count(H_q, "H_q"), as_count(H_kv, "H_kv")
+    if H_q % H_kv:
+        raise ValueError(f"H_kv must divide H_q; got H_q = {H_q}, H_kv = {H_kv}")
+    N, d, M = _sizes(N, d, M)
+    N_k = _keys(N, N_k, False)
+    pebbles = M + (EXTRA_PEBBLES if as_flag(program, "program") else 0)
+    trees = H_q * N * N_k
+    return max(2 * H_q * N * d + 2 * H_kv * N_k * d, _partition(trees, d, pebbles),
+               _reduction(trees, d, pebbles))
 
 
 def lower_curve(N: int, d: int, Ms, matmul: str = "standard", *, backward: bool = False,

@@ -4,7 +4,7 @@ Grouped-query attention [GQA]_ gives ``H_kv`` heads of keys and values to ``H_q`
 queries, ``g = H_q / H_kv`` query heads to a group (multi-query attention [MQA]_ is ``H_kv = 1``,
 ``g = H_q``; multi-head attention is ``g = 1``). Query head ``h`` attends with key/value head
 ``h // g``. Each head is rectangular attention: ``Q_h`` of ``N_q`` rows against ``K``, ``V`` of
-``N_k`` rows (a decoding step is ``N_q = 1``). Two schedules, both run with any registered
+``N_k`` rows (a decoding step is ``N_q = 1``). Two schedules (``grouping=``), both run with any registered
 algorithm through the memory model:
 
 - ``"per_head"`` (schedule (a)): each query head runs the algorithm on its own, as a kernel
@@ -62,11 +62,11 @@ from .algorithms.base import Plan
 from .api import collector_paused
 from .memory import IOCount, TwoLevelMemory
 
-__all__ = ["GroupedResult", "SCHEDULES", "grouped_cost", "grouped_plan", "run_grouped",
+__all__ = ["GroupedResult", "GROUPINGS", "grouped_cost", "grouped_plan", "run_grouped",
            "stack_group", "unstack_group"]
 
 #: The two schedules of grouped heads: each query head on its own, or a group's heads stacked.
-SCHEDULES = ("per_head", "stacked")
+GROUPINGS = ("per_head", "stacked")
 
 
 @dataclass(frozen=True)
@@ -98,10 +98,10 @@ def _group(H_q, H_kv) -> tuple[int, int, int]:
     return H_q, H_kv, H_q // H_kv
 
 
-def _schedule(schedule) -> str:
-    if schedule not in SCHEDULES:
-        raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)}; got {schedule!r}")
-    return schedule
+def _grouping(grouping) -> str:
+    if grouping not in GROUPINGS:
+        raise ValueError(f"grouping must be one of {', '.join(GROUPINGS)}; got {grouping!r}")
+    return grouping
 
 
 def _stacked_mask(mask, g: int):
@@ -116,7 +116,7 @@ def _stacked_mask(mask, g: int):
 
 
 def grouped_plan(name: str, H_q: int, H_kv: int, N: int, d: int, M: int, *,
-                 N_k: int | None = None, schedule: str = "stacked", mask=None,
+                 N_k: int | None = None, grouping: str = "stacked", mask=None,
                  **options) -> Plan:
     """The plan of one run of algorithm ``name`` in a grouped-heads schedule: one head of ``N``
     query rows (``"per_head"``) or one group's ``g N`` stacked rows (``"stacked"``) against
@@ -126,8 +126,8 @@ def grouped_plan(name: str, H_q: int, H_kv: int, N: int, d: int, M: int, *,
     N, N_k = as_count(N, "N"), as_count(N if N_k is None else N_k, "N_k")
     if mask is not None:
         _check_mask_shape(mask, N, N_k)
-    rows = N * g if _schedule(schedule) == "stacked" else N
-    stacked = _stacked_mask(mask, g) if schedule == "stacked" else mask
+    rows = N * g if _grouping(grouping) == "stacked" else N
+    stacked = _stacked_mask(mask, g) if grouping == "stacked" else mask
     algo = get(name)
     return algo.plan(rows, as_count(d, "d"), as_count(M, "M"), N_k=N_k, mask=stacked, **options)
 
@@ -140,7 +140,7 @@ def _check_mask_shape(mask, N: int, N_k: int) -> None:
 
 
 def grouped_cost(name: str, H_q: int, H_kv: int, N: int, d: int, M: int, *,
-                 N_k: int | None = None, schedule: str = "stacked", **options) -> IOCount:
+                 N_k: int | None = None, grouping: str = "stacked", **options) -> IOCount:
     """Exact I/O of :func:`run_grouped`, in closed form (see the module docstring).
 
     Parameters
@@ -155,7 +155,7 @@ def grouped_cost(name: str, H_q: int, H_kv: int, N: int, d: int, M: int, *,
         Cache size in entries.
     N_k : int, optional
         Key and value rows per key/value head; ``N`` by default.
-    schedule : {"stacked", "per_head"}
+    grouping : {"stacked", "per_head"}
         Schedule (b) or (a) of the module docstring.
     **options
         The algorithm's options, ``mask`` (``(N, N_k)``, the same for every head) and
@@ -169,9 +169,9 @@ def grouped_cost(name: str, H_q: int, H_kv: int, N: int, d: int, M: int, *,
     """
     options.pop("scale", None)
     H_q, H_kv, _ = _group(H_q, H_kv)
-    p = grouped_plan(name, H_q, H_kv, N, d, M, N_k=N_k, schedule=schedule, **options)
+    p = grouped_plan(name, H_q, H_kv, N, d, M, N_k=N_k, grouping=grouping, **options)
     one = get(name).cost(p)
-    runs = H_kv if schedule == "stacked" else H_q
+    runs = H_kv if grouping == "stacked" else H_q
     return IOCount(reads=runs * one.reads, writes=runs * one.writes, peak=one.peak)
 
 
@@ -208,7 +208,7 @@ def _grouped_inputs(Q, K, V):
     return Q, K, V
 
 
-def run_grouped(name: str, Q, K, V, M: int, *, schedule: str = "stacked",
+def run_grouped(name: str, Q, K, V, M: int, *, grouping: str = "stacked",
                 scale: float | None = None, mask=None, **options) -> GroupedResult:
     """Grouped-heads attention with algorithm ``name`` through one cache of ``M`` entries.
 
@@ -223,7 +223,7 @@ def run_grouped(name: str, Q, K, V, M: int, *, schedule: str = "stacked",
         key/value head ``h // g``.
     M : int
         Cache size in entries.
-    schedule : {"stacked", "per_head"}
+    grouping : {"stacked", "per_head"}
         Schedule (b), a group's heads stacked against one read of ``K``, ``V``, or (a), each
         query head on its own (see the module docstring).
     scale : float, optional
@@ -243,7 +243,7 @@ def run_grouped(name: str, Q, K, V, M: int, *, schedule: str = "stacked",
     H_q, N_q, d = Q.shape
     H_kv, N_k, _ = K.shape
     H_q, H_kv, g = _group(H_q, H_kv)
-    the_plan = grouped_plan(name, H_q, H_kv, N_q, d, M, N_k=N_k, schedule=schedule, mask=mask,
+    the_plan = grouped_plan(name, H_q, H_kv, N_q, d, M, N_k=N_k, grouping=grouping, mask=mask,
                             **options)
     algo, tau = get(name), as_scale(scale, d)
     out = np.empty_like(Q)
@@ -252,7 +252,7 @@ def run_grouped(name: str, Q, K, V, M: int, *, schedule: str = "stacked",
         for kv in range(H_kv):
             hK, hV = mem.load(f"K{kv}", K[kv]), mem.load(f"V{kv}", V[kv])
             heads = range(kv * g, (kv + 1) * g)
-            if schedule == "stacked":
+            if grouping == "stacked":
                 jobs = [(heads, stack_group(Q[kv * g:(kv + 1) * g]))]
             else:
                 jobs = [((h,), Q[h]) for h in heads]
