@@ -289,7 +289,9 @@ def trivial_lower(N: int, d: int, *, N_k: int | None = None, backward: bool = Fa
     ``V`` (``N_k d`` each) read, ``O`` (``N d``) written; for a decoding step (``N = 1``) this is
     reading the cache once, ``2 N_k d``, and the query and output rows. As for ``N = 1`` in
     the square case, it needs every score to be formed: at ``N_k = 1`` the lone weight is 1,
-    ``O`` is ``V`` repeated and a program need read neither ``Q`` nor ``K``. With ``backward=True``, ``8 N d + N``:
+    ``O`` is ``V`` repeated and a program need read neither ``Q`` nor ``K``.
+
+    With ``backward=True``, ``8 N d + N``:
     ``Q, K, V, dO, O`` (``5 N d``) and ``L`` (``N``) read, ``dQ, dK, dV`` (``3 N d``) written;
     each input is an ancestor of an output of the backward graph (``O`` through
     ``D = rowsum(dO o O)``, ``L`` through ``P``), and in a pebble game an input gets a red pebble

@@ -4,8 +4,8 @@ Grouped-query attention [GQA]_ gives ``H_kv`` heads of keys and values to ``H_q`
 queries, ``g = H_q / H_kv`` query heads to a group (multi-query attention [MQA]_ is ``H_kv = 1``,
 ``g = H_q``; multi-head attention is ``g = 1``). Query head ``h`` attends with key/value head
 ``h // g``. Each head is rectangular attention: ``Q_h`` of ``N_q`` rows against ``K``, ``V`` of
-``N_k`` rows (a decoding step is ``N_q = 1``). Two schedules (``grouping=``), both run with any registered
-algorithm through the memory model:
+``N_k`` rows (a decoding step is ``N_q = 1``). Two schedules (``grouping=``), both run with any
+registered algorithm through the memory model:
 
 - ``"per_head"`` (schedule (a)): each query head runs the algorithm on its own, as a kernel
   launched per query head does; the ``g`` heads of a group each read the group's ``K``, ``V``.

@@ -4,6 +4,13 @@ A mask is a boolean ``N x N`` array, ``True`` where query ``i`` attends to key `
 attention is ``O = softmax(tau Q K^T + B) V`` with ``B_ij = 0`` where the mask is True and
 ``-inf`` where it is False.
 
+Rectangular attention (``N_q`` query rows against ``N_k`` keys, ``N_q != N_k``: a decoding
+step, a chunk of a prefill) takes a boolean ``N_q x N_k`` array, read once into a
+:class:`RectMask` (:func:`mask_of` chooses): the algorithms visit its blocks as they visit a
+square mask's, and cost it as the sum over its blocks. :func:`causal_chunk` is the causal mask
+of ``N_q`` new queries at the end of a cache of ``N_k`` keys, query ``i`` seeing the keys
+``j <= N_k - N_q + i``.
+
 Rows with nothing to attend to. Such a row has no softmax (its sum is empty). ioattn defines
 its output row as **zeros**, its gradient contributions as zeros (it adds nothing to ``dK`` and
 ``dV``, and its ``dQ`` row is 0), and its row log-sum-exp as ``L_i = +inf``, not

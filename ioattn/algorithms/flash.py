@@ -30,6 +30,17 @@ long a ``K_j, V_j`` block as fits, never a query block of rows that do not exist
 ``B_r >= N_q`` the cache is read exactly once, ``N_q d + 2 N_k d + N_q d`` in all, the trivial
 bound (:func:`ioattn.bounds.trivial_lower` with ``N_k``).
 
+Under the causal mask of a chunk at the end of the cache
+(:func:`ioattn.masks.causal_chunk`: query ``i`` sees the keys ``j <= N_k - N_q + i``), query
+block ``I``, whose last row is ``i_I = min((I + 1) B_r, N_q) - 1``, visits the key blocks up to
+the one holding key ``N_k - N_q + i_I``, so FA2 moves::
+
+    reads  = N_q d + 2d sum_{I < T_r} min(N_k, B_c ceil((N_k - N_q + i_I + 1) / B_c)),
+    writes = N_q d,
+
+the sum over blocks below in closed form (at ``N_q = 1`` the dense count: a decoding step sees
+the whole cache).
+
 ``variant="fa1"``, Algorithm 1 of [FA]_: ``B_c = ceil(M / 4d)``, ``B_r = min(B_c, d)``; the outer
 loop runs over ``K_j, V_j`` blocks and each inner step reads ``Q_i, O_i, l_i, m_i`` and writes
 ``O_i, l_i, m_i`` back; ``O = 0, l = 0, m = -inf`` are first written to slow memory. The paper's

@@ -88,6 +88,17 @@ def test_fa2_closed_form():
         assert p.B_r <= N_q and p.B_c <= N_k
 
 
+def test_fa2_causal_chunk_closed_form():
+    for N_q, N_k, d, M in itertools.product(N_QS, N_KS, (1, 8, 64), (300, 4096, 2 ** 16)):
+        if N_q > N_k or M < ioattn.min_M("flash", d):
+            continue
+        p = ioattn.plan("flash", N_q, d, M, N_k=N_k)
+        seen = sum(min(N_k, p.B_c * ceil_div(N_k - N_q + min((I + 1) * p.B_r, N_q), p.B_c))
+                   for I in range(ceil_div(N_q, p.B_r)))
+        io = ioattn.io_cost("flash", N_q, d, M, N_k=N_k, mask=causal_chunk(N_q, N_k))
+        assert (io.reads, io.writes) == (N_q * d + 2 * d * seen, N_q * d)
+
+
 @pytest.mark.parametrize("d, M", [(128, 2 ** 16), (64, 4096), (16, 300), (1, 20)])
 def test_decoding_step_gives_the_cache_to_kv_blocks(d, M):
     N_k = 8192
