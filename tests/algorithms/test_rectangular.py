@@ -225,3 +225,13 @@ def test_backward_is_square_only():
         ioattn.io_cost("flash", 3, 4, 1000, N_k=10, backward=True)
     with pytest.raises(ValueError, match="K has shape"):
         ioattn.run_backward("flash", Q, K, V, np.ones_like(Q), 1000)
+
+
+def test_decoding_step_tiles_of_the_products():
+    # the products' tiles are chosen for the (1, d) @ (d, N_k) shape: one row, wide columns
+    d, M, N_k = 128, 2 ** 16, 8192
+    for p in (ioattn.plan("square_tiling", 1, d, M, N_k=N_k, schedule="outer").phase1,
+              ioattn.plan("standard", 1, d, M, N_k=N_k).scores):
+        assert (p.b_r, p.b_c) == (1, N_k)
+    s = ioattn.plan("standard", 1, d, M, N_k=N_k)
+    assert (s.R, s.W, s.passes) == (1, N_k, 1)           # the one row of S read whole, once
