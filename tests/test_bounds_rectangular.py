@@ -3,6 +3,8 @@
 import itertools
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import ioattn
 from ioattn import bounds
@@ -91,3 +93,12 @@ def test_rectangular_bound_errors():
         bounds.reduction_lower(3, 4, 100, N_k=0)
     with pytest.raises(ValueError, match="H_kv must divide H_q"):
         bounds.grouped_lower(6, 4, 1, 4, 100)
+
+
+@given(N_q=st.integers(1, 5000), N_k=st.integers(1, 50000), d=st.integers(1, 300),
+       M=st.integers(3, 10 ** 6), which=st.integers(0, len(VARIANTS) - 1))
+def test_bounds_hold_on_drawn_sizes(N_q, N_k, d, M, which):
+    name, options = VARIANTS[which]
+    M = max(M, least_M(name, d, options))
+    io = ioattn.io_cost(name, N_q, d, M, N_k=N_k, **options).total
+    assert max(_bounds(N_q, N_k, d, M).values()) <= io

@@ -9,12 +9,14 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import ioattn
 from ioattn.algorithms.base import ceil_div
 from ioattn.masks import RectMask, causal, causal_chunk
 
-from ..conftest import least_M, reference_attention, relative_error
+from ..conftest import VARIANTS, least_M, reference_attention, relative_error
 
 N_QS = (1, 2, 7, 64)
 N_KS = (1, 5, 64, 300)
@@ -235,3 +237,16 @@ def test_decoding_step_tiles_of_the_products():
         assert (p.b_r, p.b_c) == (1, N_k)
     s = ioattn.plan("standard", 1, d, M, N_k=N_k)
     assert (s.R, s.W, s.passes) == (1, N_k, 1)           # the one row of S read whole, once
+
+
+@given(N_q=st.integers(1, 40), N_k=st.integers(1, 90), d=st.integers(1, 9),
+       M=st.integers(3, 3000), which=st.integers(0, len(VARIANTS) - 1),
+       chunk=st.booleans())
+def test_drawn_sizes_counted_equals_closed_form(N_q, N_k, d, M, which, chunk):
+    name, options = VARIANTS[which]
+    M = max(M, least_M(name, d, options))
+    mask = causal_chunk(N_q, N_k) if chunk and N_q <= N_k else None
+    Q, K, V = _qkv(N_q, N_k, d, seed=M)
+    r = ioattn.run(name, Q, K, V, M, mask=mask, **options)
+    assert relative_error(r.output, reference_attention(Q, K, V, mask=mask)) <= 1e-12
+    assert r.io == ioattn.io_cost(name, N_q, d, M, N_k=N_k, mask=mask, **options)
