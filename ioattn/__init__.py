@@ -12,9 +12,15 @@ Causal attention, block-sparse: about half the I/O.
 >>> c = ioattn.run("flash", Q, K, V, M=1024, mask=mask)
 >>> c.io == ioattn.io_cost("flash", 256, 32, 1024, mask=mask), c.io.total < r.io.total
 (True, True)
+
+A decoding step: one query row against a cache of 256 keys (rectangular attention).
+
+>>> d = ioattn.run("flash", Q[:1], K, V, M=1024)
+>>> d.io == ioattn.io_cost("flash", 1, 32, 1024, N_k=256), d.plan.B_r
+(True, 1)
 """
 
-from . import bounds, masks
+from . import bounds, inference, masks
 from .algorithms import matmul_cost, plan_matmul, run_matmul
 from .api import (
     BackwardResult,
@@ -44,7 +50,8 @@ def __getattr__(name):
 
 __all__ = [
     "BackwardResult", "CacheOverflowError", "IOCount", "RunResult", "SlowArray", "Transfer",
-    "TwoLevelMemory", "algorithms", "bounds", "io_cost", "masks", "matmul_cost", "min_M", "plan",
+    "TwoLevelMemory", "algorithms", "bounds", "inference", "io_cost", "masks", "matmul_cost",
+    "min_M", "plan",
     "plan_matmul", "run", "run_backward", "run_matmul", "saved_for_backward",
     "totals",
 ]

@@ -64,16 +64,32 @@ def algorithms(backward: bool = False) -> list[str]:
     return sorted(BACKWARD if as_flag(backward, "backward") else REGISTRY)
 
 
-def plan(name: str, N: int, d: int, M: int, *, backward: bool = False, **options) -> Plan:
+def plan(name: str, N: int, d: int, M: int, *, N_k: int | None = None, backward: bool = False,
+         **options) -> Plan:
     """The block sizes algorithm ``name`` (its backward pass with ``backward=True``) uses for
     ``(N, d)`` under a cache of ``M`` entries.
 
+    ``N_k`` (forward only; ``N`` by default) plans rectangular attention: ``N`` query rows
+    against ``N_k`` key and value rows. Each block side is capped by its own dimension, so a
+    decoding step (``N = 1``) never plans a query block of rows that do not exist: FlashAttention
+    gives that room to its ``K_j, V_j`` blocks (see :mod:`ioattn.algorithms.flash`).
     ``mask=`` and ``save_lse=`` are accepted as by :func:`run` and kept on the plan; they do
     not change the block sizes. Raises ``ValueError`` naming the smallest feasible ``M`` when
     ``M`` is below it.
+
+    >>> import ioattn
+    >>> p = ioattn.plan("flash", 1, 128, 2 ** 16, N_k=8192)
+    >>> p.B_r, p.B_c
+    (1, 253)
     """
     algo = get(name, as_flag(backward, "backward"))
-    return algo.plan(as_count(N, "N"), as_count(d, "d"), as_count(M, "M"), **options)
+    return algo.plan(as_count(N, "N"), as_count(d, "d"), as_count(M, "M"),
+                     **_keys(N_k), **options)
+
+
+def _keys(N_k) -> dict:
+    """``{"N_k": N_k}`` checked (a count), or ``{}`` for None: square attention."""
+    return {} if N_k is None else {"N_k": as_count(N_k, "N_k")}
 
 
 def min_M(name: str, d: int, *, backward: bool = False, **options) -> int:
@@ -94,8 +110,8 @@ def min_M(name: str, d: int, *, backward: bool = False, **options) -> int:
     return algo.min_M(as_count(d, "d"), **algo.check_options(options))
 
 
-def io_cost(name: str, N: int, d: int, M: int, *, backward: bool = False,
-            **options) -> IOCount:
+def io_cost(name: str, N: int, d: int, M: int, *, N_k: int | None = None,
+            backward: bool = False, **options) -> IOCount:
     """Exact I/O of algorithm ``name`` from its closed form, with no data.
 
     Equal, field by field, to ``run(name, Q, K, V, M, **options).io`` for any ``N x d`` inputs
@@ -107,9 +123,13 @@ def io_cost(name: str, N: int, d: int, M: int, *, backward: bool = False,
     name : str
         A name from :func:`algorithms`.
     N, d : int
-        Sequence length and head dimension.
+        Sequence length (the query rows ``N_q``) and head dimension.
     M : int
         Cache size in entries.
+    N_k : int, optional
+        Key and value rows, for rectangular attention (forward only): ``N`` queries against
+        ``N_k`` keys, equal to ``run`` with ``Q`` of ``N`` rows and ``K, V`` of ``N_k``.
+        ``N`` by default (square attention).
     **options
         The algorithm's options (e.g. ``variant="fa1"`` for flash), and ``mask`` and
         ``save_lse`` as for :func:`run`. With a mask the closed form is a sum over the mask's
@@ -118,10 +138,15 @@ def io_cost(name: str, N: int, d: int, M: int, *, backward: bool = False,
     Returns
     -------
     IOCount
+
+    >>> import ioattn
+    >>> ioattn.io_cost("flash", 1, 128, 2 ** 16, N_k=8192).total   # one decoding step
+    2097408
     """
     options.pop("scale", None)
     algo = get(name, as_flag(backward, "backward"))
-    return algo.cost(algo.plan(as_count(N, "N"), as_count(d, "d"), as_count(M, "M"), **options))
+    return algo.cost(algo.plan(as_count(N, "N"), as_count(d, "d"), as_count(M, "M"),
+                               **_keys(N_k), **options))
 
 
 # Costs of many M at once stay in int64 while N^2 max(N, d) does; beyond, the plans (block sizes,
@@ -130,7 +155,8 @@ _INT64_SAFE = 2 ** 58
 _CHUNK = 1 << 16
 
 
-def totals(name: str, N: int, d: int, Ms, *, backward: bool = False, **options) -> np.ndarray:
+def totals(name: str, N: int, d: int, Ms, *, N_k: int | None = None, backward: bool = False,
+           **options) -> np.ndarray:
     """Exact total I/O (reads + writes) of algorithm ``name`` at every cache size in ``Ms``.
 
     Equal, entry by entry, to ``io_cost(name, N, d, M, backward=backward, **options).total``
@@ -148,9 +174,11 @@ def totals(name: str, N: int, d: int, Ms, *, backward: bool = False, **options) 
     name : str
         A name from :func:`algorithms`.
     N, d : int
-        Sequence length and head dimension.
+        Sequence length (the query rows) and head dimension.
     Ms : array_like of int
         Cache sizes, each at least :func:`min_M` of the algorithm.
+    N_k : int, optional
+        Key and value rows (rectangular attention), as for :func:`io_cost`.
     backward : bool
         Cost the backward pass instead.
     **options
@@ -179,14 +207,17 @@ def totals(name: str, N: int, d: int, Ms, *, backward: bool = False, **options) 
         return np.zeros(0, dtype=np.int64)
     # the plan at the largest M checks the options, the mask and save_lse once, and reads the
     # mask once: every later plan takes the plan's Mask
-    first = algo.plan(N, d, as_count(int(Ms.max()), "M"), **options)
+    keys = _keys(N_k)
+    first = algo.plan(N, d, as_count(int(Ms.max()), "M"), **keys, **options)
     if first.mask is not None:
         options = {**options, "mask": first.mask}
     opts = algo.check_options(_own_options(options))
     least = int(Ms.min())
     if least < algo.min_M(d, **opts):
-        algo.plan(N, d, as_count(least, "M"), **options)      # raises, naming the least M
-    huge = N * N * max(N, d) >= _INT64_SAFE
+        algo.plan(N, d, as_count(least, "M"), **keys, **options)   # raises, naming the least M
+    if first.N_k != N:
+        opts = {**opts, "N_k": first.N_k}
+    huge = N * first.N_k * max(N, first.N_k, d) >= _INT64_SAFE
     out = np.empty(Ms.shape, dtype=object if huge else np.int64)
     with remembered_products():
         _fill(out, algo, N, d, Ms, opts, first, huge)
@@ -305,14 +336,18 @@ def run(name: str, Q, K, V, M: int, *, scale: float | None = None, mask=None,
     name : str
         A name from :func:`algorithms`: ``"flash"``, ``"square_tiling"`` or ``"standard"``.
     Q, K, V : array_like
-        Finite floating arrays of one shape ``(N, d)``; computed in float64.
+        Finite floating arrays, ``Q`` of shape ``(N, d)`` and ``K``, ``V`` of one shape
+        ``(N_k, d)``: square attention when ``N_k = N``, rectangular otherwise (a few query
+        rows against a cache of keys and values, as in decoding); computed in float64. The
+        count equals ``io_cost(name, N, d, M, N_k=N_k)``.
     M : int
         Cache size in entries.
     scale : float, optional
         The softmax scale tau; ``1 / sqrt(d)`` by default.
     mask : array_like of bool, optional
-        ``(N, N)``, True where query ``i`` attends to key ``j`` (see :mod:`ioattn.masks`, e.g.
-        ``ioattn.masks.causal(N)``). FlashAttention visits only the blocks with a True entry
+        ``(N, N_k)``, True where query ``i`` attends to key ``j`` (see :mod:`ioattn.masks`, e.g.
+        ``ioattn.masks.causal(N)``, or ``ioattn.masks.causal_chunk(N, N_k)`` for a chunk of
+        queries at the end of a cache). FlashAttention visits only the blocks with a True entry
         (block-sparse FlashAttention), square tiling computes only the tiles it needs, standard
         attention masks in the cache and moves what it moves without a mask. Reading the mask
         costs no I/O. A row with no True entry gets zeros in ``O``.
@@ -333,13 +368,14 @@ def run(name: str, Q, K, V, M: int, *, scale: float | None = None, mask=None,
     Raises
     ------
     ValueError
-        If ``mask`` is not a boolean ``(N, N)`` array, or ``M`` is below the least feasible
-        cache (:func:`min_M`).
+        If ``K`` and ``V`` differ in shape, ``Q`` and ``K`` in ``d``, ``mask`` is not a
+        boolean ``(N, N_k)`` array, or ``M`` is below the least feasible cache (:func:`min_M`).
     """
     algo = get(name)
-    Q, K, V = _qkv(Q, K, V)
+    Q, K, V = _qkv(Q, K, V, rectangular=True)
     N, d = Q.shape
-    the_plan = algo.plan(N, d, as_count(M, "M"), mask=mask, save_lse=save_lse, **options)
+    the_plan = algo.plan(N, d, as_count(M, "M"), **_keys(K.shape[0]), mask=mask,
+                         save_lse=save_lse, **options)
     tau = as_scale(scale, d)
     with collector_paused():
         mem = TwoLevelMemory(the_plan.M, trace=trace, owner=name)
@@ -465,6 +501,17 @@ def _same_shape(x: np.ndarray, label: str, Q: np.ndarray) -> np.ndarray:
     return x
 
 
-def _qkv(Q, K, V):
+def _qkv(Q, K, V, rectangular: bool = False):
+    """``Q, K, V`` checked: one shape ``(N, d)``, or with ``rectangular`` ``Q`` of ``(N, d)``
+    and ``K``, ``V`` of one shape ``(N_k, d)``."""
     Q = as_matrix(Q, "Q")
-    return Q, _same_shape(as_matrix(K, "K"), "K", Q), _same_shape(as_matrix(V, "V"), "V", Q)
+    if not rectangular:
+        return Q, _same_shape(as_matrix(K, "K"), "K", Q), _same_shape(as_matrix(V, "V"), "V", Q)
+    K, V = as_matrix(K, "K"), as_matrix(V, "V")
+    if K.shape[1] != Q.shape[1]:
+        raise ValueError(f"K has shape {K.shape} but Q has shape {Q.shape}: the queries and "
+                         f"keys must have the same head dimension d")
+    if V.shape != K.shape:
+        raise ValueError(f"V has shape {V.shape} but K has shape {K.shape}: K and V must both "
+                         "be N_k x d (a value for every key)")
+    return Q, K, V

@@ -32,6 +32,12 @@ Lower bounds
 - :func:`trivial_lower`: every entry of ``Q, K, V`` is read and every entry of ``O`` written
   (for every computation that forms every score; at ``N = 1`` no ``Q K^T`` product is needed at
   all, the lone weight being 1).
+
+Each of the three forward bounds also takes ``N_k``: rectangular attention, ``N`` query rows
+against ``N_k`` keys (a decoding step, a chunk of a prefill, the verification of speculated
+tokens). The trivial bound becomes ``2 N d + 2 N_k d``; the partition and reduction arguments
+count trees and multiplications whatever the rows, so they hold with ``N N_k`` trees in place
+of ``N^2`` (see each function).
 - :func:`partition_lower` (standard matrix multiplication, any ``M``, strongest for ``M >= d^2``):
   Hong-Kung's lemma [HK]_ turns a game with I/O ``q`` into a ``2M``-partition with
   ``ceil(q / M)`` parts, so ``q >= M (P(2M) - 1)``. A part holds at most ``(2d - 1)(4M + M^2/d^2)``
@@ -208,8 +214,8 @@ from .masks import Mask
 
 __all__ = [
     "EXTRA_PEBBLES", "Crossover", "any_matmul_lower", "block_density", "block_sparse_Z",
-    "cheapest", "crossovers", "envelope", "lower_bound", "lower_curve", "matmul_lower", "order",
-    "partition_lower", "reduction_lower", "regime",
+    "cheapest", "crossovers", "envelope", "grouped_lower", "lower_bound", "lower_curve",
+    "matmul_lower", "order", "partition_lower", "reduction_lower", "regime",
     "sparse_lower", "sparse_partition_lower", "sparse_reduction_lower", "sparse_trivial_lower",
     "trivial_lower", "upper_bound",
 ]
@@ -223,6 +229,17 @@ EXTRA_PEBBLES = 2
 def _sizes(N, d, M=None):
     out = as_count(N, "N"), as_count(d, "d")
     return out if M is None else (*out, as_count(M, "M"))
+
+
+def _keys(N: int, N_k, backward: bool) -> int:
+    """``N_k`` checked (``N`` when None); rectangular bounds are stated for the forward only."""
+    if N_k is None:
+        return N
+    N_k = as_count(N_k, "N_k")
+    if backward and N_k != N:
+        raise ValueError("N_k (rectangular attention) is given for the forward pass only: the "
+                         "backward bounds are stated for N x N attention")
+    return N_k
 
 
 def _Z(N: int, Z) -> int:
@@ -262,11 +279,19 @@ def _rows(a: int, b: int, N: int, Z: int) -> int:
 
 
 # ------------------------------------------------------------------------ dense lower bounds
-def trivial_lower(N: int, d: int, *, backward: bool = False, given_D: bool = False) -> int:
+def trivial_lower(N: int, d: int, *, N_k: int | None = None, backward: bool = False,
+                  given_D: bool = False) -> int:
     """Every input entry is read and every output entry written (for every computation that
     forms every score, game or program).
 
-    Forward, ``4 N d``: ``Q, K, V`` read, ``O`` written. With ``backward=True``, ``8 N d + N``:
+    Forward, ``4 N d``: ``Q, K, V`` read, ``O`` written. Rectangular (``N_k``, forward only:
+    ``N`` query rows against ``N_k`` keys), ``2 N d + 2 N_k d``: ``Q`` (``N d``), ``K`` and
+    ``V`` (``N_k d`` each) read, ``O`` (``N d``) written; for a decoding step (``N = 1``) this is
+    reading the cache once, ``2 N_k d``, and the query and output rows. As for ``N = 1`` in
+    the square case, it needs every score to be formed: at ``N_k = 1`` the lone weight is 1,
+    ``O`` is ``V`` repeated and a program need read neither ``Q`` nor ``K``.
+
+    With ``backward=True``, ``8 N d + N``:
     ``Q, K, V, dO, O`` (``5 N d``) and ``L`` (``N``) read, ``dQ, dK, dV`` (``3 N d``) written;
     each input is an ancestor of an output of the backward graph (``O`` through
     ``D = rowsum(dO o O)``, ``L`` through ``P``), and in a pebble game an input gets a red pebble
@@ -277,12 +302,14 @@ def trivial_lower(N: int, d: int, *, backward: bool = False, given_D: bool = Fal
     N, d = _sizes(N, d)
     if as_flag(given_D, "given_D") and not as_flag(backward, "backward"):
         raise ValueError("given_D concerns the backward pass: pass backward=True")
+    N_k = _keys(N, N_k, backward)
     if not backward:
-        return 4 * N * d
+        return 2 * N * d + 2 * N_k * d
     return 7 * N * d + 2 * N if given_D else 8 * N * d + N
 
 
-def partition_lower(N: int, d: int, M: int, *, backward: bool = False) -> int:
+def partition_lower(N: int, d: int, M: int, *, N_k: int | None = None,
+                    backward: bool = False) -> int:
     """The M-partition bound (standard matmul): ``M (ceil(t d^2 / (4 M d^2 + M^2)) - 1)`` with
     ``t = N^2`` trees (forward) or ``t = 2 N^2`` (``backward=True``: the trees of ``Q K^T`` and
     of ``dO V^T``).
@@ -292,12 +319,22 @@ def partition_lower(N: int, d: int, M: int, *, backward: bool = False) -> int:
 
     See the module docstring; [HK]_ and [SY]_ Lemma 3.3 with explicit constants. About
     ``N^2 d^2 / (5M)`` for ``M >= d^2`` (``2 N^2 d^2 / (5M)`` backward).
+
+    Rectangular (``N_k``, forward only): ``t = N N_k`` trees, one for each score of the
+    ``N x N_k`` matrix ``Q K^T``. The part bound of [SY]_ Lemma 3.3 counts the level-1
+    vertices of any set of standard-sum trees (kind (c) trees use ``a`` rows of ``Q`` and ``b``
+    of ``K`` with ``d (a + b) <= |D|``, at most ``a b <= |D|^2 / (4 d^2)`` of them, whatever
+    ``N`` and ``N_k`` are), so only the number of trees changes, as for
+    :func:`sparse_partition_lower`.
     """
     N, d, M = _sizes(N, d, M)
-    return _partition((2 if as_flag(backward, "backward") else 1) * N * N, d, M)
+    backward = as_flag(backward, "backward")
+    N_k = _keys(N, N_k, backward)
+    return _partition((2 if backward else 1) * N * N_k, d, M)
 
 
-def reduction_lower(N: int, d: int, M: int, *, backward: bool = False) -> int:
+def reduction_lower(N: int, d: int, M: int, *, N_k: int | None = None,
+                    backward: bool = False) -> int:
     """The small-cache bound by reduction to matmul: ``M (ceil(t d / M^{3/2}) - 1) - t`` with
     ``t = N^2`` (forward) or ``t = 2 N^2`` (``backward=True``: ``Q K^T`` and ``dO V^T``).
 
@@ -307,9 +344,16 @@ def reduction_lower(N: int, d: int, M: int, *, backward: bool = False) -> int:
     [SY]_ Theorem 3.7 with explicit constants. About
     ``N^2 d / sqrt(M)`` for ``M`` well below ``d^2`` (``2 N^2 d / sqrt(M)`` backward); zero
     (vacuous) near and above ``d^2``.
+
+    Rectangular (``N_k``, forward only): ``t = N N_k``. Writing each of the ``N N_k`` scores
+    once makes a complete game for the ``(N, d) @ (d, N_k)`` product, ``N N_k d``
+    multiplications, and the segment argument (Loomis-Whitney) bounds any set of
+    multiplication triples, so only ``t`` changes, as for :func:`sparse_reduction_lower`.
     """
     N, d, M = _sizes(N, d, M)
-    return _reduction((2 if as_flag(backward, "backward") else 1) * N * N, d, M)
+    backward = as_flag(backward, "backward")
+    N_k = _keys(N, N_k, backward)
+    return _reduction((2 if backward else 1) * N * N_k, d, M)
 
 
 def any_matmul_lower(N: int, d: int, M: int) -> int:
@@ -351,7 +395,7 @@ def _check_matmul(matmul):
         raise ValueError(f"matmul must be 'standard' or 'any', got {matmul!r}")
 
 
-def lower_bound(N: int, d: int, M: int, matmul: str = "standard", *,
+def lower_bound(N: int, d: int, M: int, matmul: str = "standard", *, N_k: int | None = None,
                 backward: bool = False, program: bool = False) -> int:
     """The strongest lower bound here for the class of computations named by ``matmul``.
 
@@ -368,17 +412,55 @@ def lower_bound(N: int, d: int, M: int, matmul: str = "standard", *,
     value from at most two (the game bounds at ``M + EXTRA_PEBBLES``): this is the bound to
     compare with an algorithm's counted I/O. :func:`any_matmul_lower` bounds programs directly.
 
+    ``N_k`` (forward, ``matmul="standard"`` only) gives the bound for ``N`` query rows against
+    ``N_k`` keys: the rectangular forms of the three bounds.
+
     >>> lower_bound(4096, 64, 4096, program=True) <= lower_bound(4096, 64, 4096)
     True
     """
     _check_matmul(matmul)
     backward = as_flag(backward, "backward")
-    trivial = trivial_lower(N, d, backward=backward)
+    if N_k is not None and matmul == "any":
+        raise ValueError("N_k (rectangular attention) is given for matmul='standard' only: the "
+                         "bound for any matrix product is stated for N x N attention")
+    keys = {} if N_k is None else {"N_k": N_k}
+    trivial = trivial_lower(N, d, backward=backward, **keys)
     if matmul == "any":
         return max(trivial, any_matmul_lower(N, d, M))
     pebbles = _sizes(N, d, M)[2] + (EXTRA_PEBBLES if as_flag(program, "program") else 0)
-    return max(trivial, partition_lower(N, d, pebbles, backward=backward),
-               reduction_lower(N, d, pebbles, backward=backward))
+    return max(trivial, partition_lower(N, d, pebbles, backward=backward, **keys),
+               reduction_lower(N, d, pebbles, backward=backward, **keys))
+
+
+def grouped_lower(H_q: int, H_kv: int, N: int, d: int, M: int, *, N_k: int | None = None,
+                  program: bool = False) -> int:
+    """A lower bound for grouped heads: ``H_q`` query heads of ``N`` rows sharing ``H_kv``
+    key/value heads of ``N_k`` rows (``N`` by default), standard sums of products, forward.
+
+    The largest of three bounds, each by the argument of its dense form:
+
+    - trivial, ``2 H_q N d + 2 H_kv N_k d``: every query and key/value head is read once and
+      every output written (every score formed; at ``N_k = 1`` ``O`` is ``V`` repeated, as for
+      :func:`trivial_lower`). A shared ``K``, ``V`` counts once, however many heads use it;
+    - partition and reduction with ``t = H_q N N_k`` trees: the graph is the disjoint union of
+      the ``H_q`` heads' trees, and both arguments count trees and multiplications in any set of
+      them (a part's kind-(c) trees over all heads number at most ``sum_h a_h b_h <=
+      (sum_h a_h + b_h)^2 / 4 <= |D|^2 / (4 d^2)``; Loomis-Whitney bounds any set of
+      multiplication triples), as for :func:`partition_lower` and :func:`reduction_lower`.
+
+    With ``program=True`` the game bounds are evaluated at ``M + EXTRA_PEBBLES``, as for
+    :func:`lower_bound`. The stacked schedule of :mod:`ioattn.inference` meets the trivial
+    term exactly whenever a group's ``g N`` rows fit in one query block.
+    """
+    H_q, H_kv = as_count(H_q, "H_q"), as_count(H_kv, "H_kv")
+    if H_q % H_kv:
+        raise ValueError(f"H_kv must divide H_q; got H_q = {H_q}, H_kv = {H_kv}")
+    N, d, M = _sizes(N, d, M)
+    N_k = _keys(N, N_k, False)
+    pebbles = M + (EXTRA_PEBBLES if as_flag(program, "program") else 0)
+    trees = H_q * N * N_k
+    return max(2 * H_q * N * d + 2 * H_kv * N_k * d, _partition(trees, d, pebbles),
+               _reduction(trees, d, pebbles))
 
 
 def lower_curve(N: int, d: int, Ms, matmul: str = "standard", *, backward: bool = False,

@@ -4,6 +4,13 @@ A mask is a boolean ``N x N`` array, ``True`` where query ``i`` attends to key `
 attention is ``O = softmax(tau Q K^T + B) V`` with ``B_ij = 0`` where the mask is True and
 ``-inf`` where it is False.
 
+Rectangular attention (``N_q`` query rows against ``N_k`` keys, ``N_q != N_k``: a decoding
+step, a chunk of a prefill) takes a boolean ``N_q x N_k`` array, read once into a
+:class:`RectMask` (:func:`mask_of` chooses): the algorithms visit its blocks as they visit a
+square mask's, and cost it as the sum over its blocks. :func:`causal_chunk` is the causal mask
+of ``N_q`` new queries at the end of a cache of ``N_k`` keys, query ``i`` seeing the keys
+``j <= N_k - N_q + i``.
+
 Rows with nothing to attend to. Such a row has no softmax (its sum is empty). ioattn defines
 its output row as **zeros**, its gradient contributions as zeros (it adds nothing to ``dK`` and
 ``dV``, and its ``dQ`` row is 0), and its row log-sum-exp as ``L_i = +inf``, not
@@ -90,8 +97,9 @@ import numpy as np
 
 from ._validate import as_count, as_flag
 
-__all__ = ["BandSums", "Blocks", "Mask", "as_mask", "band_sums", "block_mask", "block_sizes",
-           "block_sparse", "causal", "floor_sum", "from_blocks", "sliding_window"]
+__all__ = ["BandSums", "Blocks", "Mask", "RectMask", "as_mask", "band_sums", "block_mask",
+           "block_sizes", "block_sparse", "causal", "causal_chunk", "floor_sum", "from_blocks",
+           "mask_of", "sliding_window"]
 
 #: Entries of the mask handled at once (and an eighth as many 8-byte counts): the passes over
 #: an array and the block computations work on pieces of this size, never on an ``N x N``
@@ -1149,3 +1157,135 @@ def _pair(block) -> tuple[int, int]:
     except (TypeError, ValueError):
         raise TypeError(f"block must be an int or a pair (b_r, b_c), got {block!r}") from None
     return as_count(b_r, "b_r"), as_count(b_c, "b_c")
+
+
+# ----------------------------------------------------------------------------- rectangular
+class RectMask:
+    """A validated, immutable mask of ``N_q`` query rows against ``N_k`` keys, ``N_q != N_k``:
+    rectangular attention (a chunk of new queries against a cache of keys, see
+    :func:`causal_chunk`). It offers what the algorithms consult in a plan's mask, as
+    :class:`Mask` does: :meth:`blocks`, :attr:`excluded`, :attr:`attending`, and ``band = None``
+    (its costs are the sums over its blocks). The array is read once; the blocks at each shape
+    are counted from it once and remembered. Reading it costs no I/O, as for :class:`Mask`.
+
+    Parameters
+    ----------
+    mask : array_like of bool, shape ``(N_q, N_k)``
+        True where query ``i`` attends to key ``j``.
+    N_q, N_k : int, optional
+        The shape the mask must have (a ``ValueError`` naming it otherwise).
+    """
+
+    band = None
+
+    def __init__(self, mask, N_q: int | None = None, N_k: int | None = None):
+        try:
+            arr = np.asarray(mask)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"mask must be a boolean N_q x N_k array: {exc}") from None
+        if arr.dtype != np.bool_:
+            raise ValueError(f"mask must be a boolean array (True = attend), got dtype "
+                             f"{arr.dtype}")
+        if N_q is not None and arr.shape != (N_q, N_k):
+            raise ValueError(f"mask must have shape (N_q, N_k) = ({N_q}, {N_k}), got "
+                             f"{arr.shape}")
+        if arr.ndim != 2 or arr.size == 0:
+            raise ValueError(f"mask must be a non-empty N_q x N_k array, got shape {arr.shape}")
+        self._array = arr.copy()
+        self._array.flags.writeable = False
+        self.N, self.N_k = arr.shape
+        self._blocks: dict = {}
+
+    @classmethod
+    def causal_chunk(cls, N_q: int, N_k: int) -> RectMask:
+        """The mask of :func:`causal_chunk` (``N_q != N_k``)."""
+        return cls(_chunk_array(N_q, N_k))
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """``(N_q, N_k)``."""
+        return self.N, self.N_k
+
+    @property
+    def array(self) -> np.ndarray:
+        """The boolean ``(N_q, N_k)`` mask, read-only; True = attend."""
+        return self._array
+
+    @functools.cached_property
+    def excluded(self) -> np.ndarray:
+        """``~array``: True where the score is masked out."""
+        out = ~self._array
+        out.flags.writeable = False
+        return out
+
+    @property
+    def attending(self) -> np.ndarray:
+        """Per query row, whether it attends to any key."""
+        return self._array.any(axis=1)
+
+    def blocks(self, b_r: int, b_c: int) -> Blocks:
+        """The mask at ``b_r x b_c`` blocks (sides past the shape cut to it), remembered."""
+        key = (min(int(b_r), self.N), min(int(b_c), self.N_k))
+        if key not in self._blocks:
+            b_r, b_c = key
+            rows, cols = block_sizes(self.N, b_r), block_sizes(self.N_k, b_c)
+            counts = np.add.reduceat(self._array.astype(np.int64),
+                                     np.arange(0, self.N, b_r), axis=0)
+            counts = np.add.reduceat(counts, np.arange(0, self.N_k, b_c), axis=1)
+            self._blocks[key] = Blocks(counts > 0, counts == np.outer(rows, cols), rows, cols)
+        return self._blocks[key]
+
+    def density(self) -> float:
+        """The fraction of entries that are True."""
+        return int(self._array.sum()) / self._array.size
+
+    def __repr__(self) -> str:
+        return (f"RectMask(N_q={self.N}, N_k={self.N_k}, {int(self._array.sum())} of "
+                f"{self._array.size} entries True)")
+
+
+def _chunk_array(N_q: int, N_k: int) -> np.ndarray:
+    N_q, N_k = as_count(N_q, "N_q"), as_count(N_k, "N_k")
+    if N_q > N_k:
+        raise ValueError(f"a chunk at the end of a cache has at most as many queries as the "
+                         f"cache has keys (its own among them): N_q = {N_q} > N_k = {N_k}")
+    i = np.arange(N_q)[:, None]
+    out = np.arange(N_k)[None, :] <= N_k - N_q + i
+    out.flags.writeable = False
+    return out
+
+
+def causal_chunk(N_q: int, N_k: int) -> np.ndarray:
+    """The causal mask of a chunk of ``N_q`` new queries at the end of a cache of ``N_k`` keys
+    (the chunk's own keys are the cache's last ``N_q``): query ``i`` attends to the keys
+    ``j <= N_k - N_q + i``. The last ``N_q`` rows of :func:`causal` ``(N_k)``; equal to it when
+    ``N_q = N_k`` (a prefill), one row of ``True`` when ``N_q = 1`` (a decoding step sees the
+    whole cache). Chunked prefill and the verification step of speculative decoding use it.
+    Read-only.
+
+    >>> causal_chunk(2, 4).astype(int).tolist()
+    [[1, 1, 1, 0], [1, 1, 1, 1]]
+    """
+    return _chunk_array(N_q, N_k)
+
+
+def mask_of(mask, N: int, N_k: int | None = None):
+    """The mask an algorithm's plan carries for ``N`` queries against ``N_k`` keys (``N`` by
+    default): None for None; :meth:`Mask.of` when ``N_k = N`` (square attention, as before);
+    a :class:`RectMask` otherwise, ``mask`` itself when it is one of that shape. A
+    ``ValueError`` naming the shape the mask must have."""
+    if N_k is None or N_k == N:
+        if isinstance(mask, RectMask):
+            raise ValueError(f"mask must have shape (N, N) = ({N}, {N}), got {mask.shape}")
+        return Mask.of(mask, N)
+    if mask is None:
+        return None
+    if isinstance(mask, RectMask):
+        if mask.shape != (N, N_k):
+            raise ValueError(f"mask must have shape (N_q, N_k) = ({N}, {N_k}), got "
+                             f"{mask.shape}")
+        return mask
+    if isinstance(mask, Mask):
+        raise ValueError(f"mask must have shape (N_q, N_k) = ({N}, {N_k}), got "
+                         f"({mask.N}, {mask.N})")
+    return RectMask(mask, N, N_k)

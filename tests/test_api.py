@@ -50,7 +50,8 @@ def test_io_cost_ignores_scale_and_matches_run():
 
 
 @pytest.mark.parametrize("args, error, message", [
-    ((Q, K[:5], V), ValueError, r"K has shape \(5, 4\) but Q has shape \(8, 4\)"),
+    ((Q, K[:5], V), ValueError, r"V has shape \(8, 4\) but K has shape \(5, 4\): K and V"),
+    ((Q, K[:, :3], V[:, :3]), ValueError, r"K has shape \(8, 3\) but Q has shape \(8, 4\)"),
     ((Q, K, V[:, :3]), ValueError, r"V has shape \(8, 3\)"),
     ((Q[0], K, V), ValueError, r"Q must be 2-D .* got 1-D"),
     ((Q[None], K, V), ValueError, r"Q must be 2-D .* got 3-D"),

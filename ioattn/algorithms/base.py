@@ -14,7 +14,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..masks import Mask
+from .._validate import as_count
+from ..masks import Mask, mask_of
 from ..memory import IOCount, SlowArray, TwoLevelMemory
 
 __all__ = ["Algorithm", "BACKWARD", "BackwardAlgorithm", "Plan", "REGISTRY", "ceil_div",
@@ -83,16 +84,25 @@ def log_sum_exp(m_i, l_i) -> None:
 class Plan:
     """Problem size and cache budget; each algorithm's plan adds its block sizes.
 
-    ``mask`` (a :class:`~ioattn.masks.Mask`, or None for dense attention) and ``save_lse``
-    (whether the forward also writes the row log-sum-exp ``L``) are set by
-    :meth:`Algorithm.plan`, after the block sizes: neither changes them.
+    ``N`` is the number of query rows (``N_q``) and ``N_k`` the number of key and value rows:
+    ``N`` itself (square attention, the default) unless the plan is made for rectangular
+    attention, ``Q`` of ``N`` rows against ``K``, ``V`` of ``N_k`` rows (a few new queries
+    against a cache of keys, as in decoding). ``mask`` (a :class:`~ioattn.masks.Mask` or
+    :class:`~ioattn.masks.RectMask`, or None for dense attention) and ``save_lse`` (whether the
+    forward also writes the row log-sum-exp ``L``) are set by :meth:`Algorithm.plan`, after the
+    block sizes: neither changes them.
     """
 
     N: int
     d: int
     M: int
+    N_k: int | None = field(default=None, kw_only=True)
     mask: Mask | None = field(default=None, kw_only=True)
     save_lse: bool = field(default=False, kw_only=True)
+
+    def __post_init__(self) -> None:
+        if self.N_k is None:                      # square attention: as many keys as queries
+            object.__setattr__(self, "N_k", self.N)
 
     @property
     def footprint(self) -> int:
@@ -158,16 +168,20 @@ class Algorithm:
 
     _extra_keywords = ", save_lse"
 
-    def plan(self, N: int, d: int, M: int, *, mask=None, save_lse: bool = False,
-             **options) -> Plan:
+    def plan(self, N: int, d: int, M: int, *, N_k: int | None = None, mask=None,
+             save_lse: bool = False, **options) -> Plan:
         """Check the options and ``M``, then return the plan.
 
-        ``mask`` (a boolean ``N x N`` array, True = attend, or a :class:`~ioattn.masks.Mask`)
-        and ``save_lse`` are accepted by every algorithm; they change what the schedule visits
-        and writes, not its block sizes. An array is read once, into the plan's ``Mask``
-        (:meth:`~ioattn.masks.Mask.of`): pass the plan's mask on to cost many plans with it.
+        ``N_k`` (the key and value rows; ``N`` by default) makes the plan rectangular: ``N``
+        query rows against ``N_k`` keys, block sizes chosen for that shape (see each
+        algorithm's ``make_plan``). ``mask`` (a boolean ``N x N_k`` array, True = attend, or a
+        :class:`~ioattn.masks.Mask`) and ``save_lse`` are accepted by every algorithm; they
+        change what the schedule visits and writes, not its block sizes. An array is read once,
+        into the plan's mask (:func:`~ioattn.masks.mask_of`): pass the plan's mask on to cost
+        many plans with it.
         """
         opts = self.check_options(options)
+        keys = {} if N_k is None or as_count(N_k, "N_k") == N else {"N_k": int(N_k)}
         if not isinstance(save_lse, (bool, np.bool_)):
             raise TypeError(f"save_lse must be True or False, got {save_lse!r}")
         least = self.min_M(d, **opts)
@@ -176,10 +190,10 @@ class Algorithm:
                 f"{self.name!r} needs a cache of at least M = {least} entries at d = {d} "
                 f"({self.describe_rule(d, **opts)}); got M = {M}"
             )
-        plan = self.make_plan(N, d, M, **opts)
+        plan = self.make_plan(N, d, M, **keys, **opts)   # square (N_k = N) as before
         if mask is None and not save_lse:
             return plan
-        mask = Mask.of(mask, N)           # a Mask is kept as it is, with its blocks computed
+        mask = mask_of(mask, N, plan.N_k)  # a Mask is kept as it is, with its blocks computed
         return replace(plan, mask=mask, save_lse=bool(save_lse))
 
     def describe_rule(self, d: int, **options) -> str:
@@ -197,6 +211,9 @@ class BackwardAlgorithm(Algorithm):
         if "save_lse" in options:
             raise TypeError("save_lse is an option of the forward pass (run(..., save_lse=True)"
                             " writes L); the backward pass reads L")
+        if "N_k" in options:
+            raise TypeError("N_k (rectangular attention) is an option of the forward pass; the "
+                            "backward passes take as many keys as queries")
         return super().check_options(options)
 
     def plan(self, N: int, d: int, M: int, *, mask=None, **options) -> Plan:

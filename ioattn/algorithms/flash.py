@@ -17,6 +17,30 @@ largest ``B_r`` that leaves room for ``B_c = 1``, then the largest ``B_c``::
 ``B_r`` is then evened out to ``ceil(N / T_r)`` for the same number ``T_r`` of query blocks (the
 I/O is unchanged and the room it frees goes to ``B_c``), and ``B_c`` is capped at ``N``.
 
+Rectangular attention (``N_q = N`` query rows against ``N_k`` keys and values, as in decoding
+and chunked prefill; ``make_plan(..., N_k=)``). ``K`` and ``V`` are read once per query block::
+
+    FA2: I/O = N_q d + 2 N_k d ceil(N_q / B_r)  (reads)  +  N_q d  (writes).
+
+The block rule is the one above with each side capped by its own dimension: balancing makes
+``B_r = ceil(N_q / T_r)``, at most ``N_q``, and the room the query block does not need goes to
+``B_c`` (capped at ``N_k``). A decoding step (``N_q = 1``) thus plans ``B_r = 1`` and
+``B_c = min(N_k, floor((M - 2d - 3) / (2d + 1)))``: the cache holds the one query row and as
+long a ``K_j, V_j`` block as fits, never a query block of rows that do not exist. Whenever
+``B_r >= N_q`` the cache is read exactly once, ``N_q d + 2 N_k d + N_q d`` in all, the trivial
+bound (:func:`ioattn.bounds.trivial_lower` with ``N_k``).
+
+Under the causal mask of a chunk at the end of the cache
+(:func:`ioattn.masks.causal_chunk`: query ``i`` sees the keys ``j <= N_k - N_q + i``), query
+block ``I``, whose last row is ``i_I = min((I + 1) B_r, N_q) - 1``, visits the key blocks up to
+the one holding key ``N_k - N_q + i_I``, so FA2 moves::
+
+    reads  = N_q d + 2d sum_{I < T_r} min(N_k, B_c ceil((N_k - N_q + i_I + 1) / B_c)),
+    writes = N_q d,
+
+the sum over blocks below in closed form (at ``N_q = 1`` the dense count: a decoding step sees
+the whole cache).
+
 ``variant="fa1"``, Algorithm 1 of [FA]_: ``B_c = ceil(M / 4d)``, ``B_r = min(B_c, d)``; the outer
 loop runs over ``K_j, V_j`` blocks and each inner step reads ``Q_i, O_i, l_i, m_i`` and writes
 ``O_i, l_i, m_i`` back; ``O = 0, l = 0, m = -inf`` are first written to slow memory. The paper's
@@ -26,7 +50,11 @@ time, as many as fit beside ``K_j, V_j``. That moves exactly the entries the pap
 
     footprint = 2 B_c d + R (2d + B_c + 4) <= M,
     reads  = 2 N d + ceil(N / B_c) N (2d + 2),
-    writes = N d + 2N + ceil(N / B_c) N (d + 2).
+    writes = N d + 2N + ceil(N / B_c) N (d + 2),
+
+and against ``N_k`` keys ``reads = 2 N_k d + ceil(N_k / B_c) N_q (2d + 2)``, ``writes = N_q d +
+2 N_q + ceil(N_k / B_c) N_q (d + 2)``. FA1 keeps the paper's rule ``B_c = ceil(M / 4d)`` at every
+shape (it is the paper's algorithm); its inner step takes ``min(R, N_q)`` rows.
 
 ``save_lse=True`` also writes the row log-sum-exp ``L = m + log l`` to slow memory, ``N`` more
 writes and nothing more held, as the forward of [FA2]_ (Algorithm 1) does for its backward:
@@ -82,7 +110,7 @@ VARIANTS = ("fa2", "fa1")
 class FlashPlan(Plan):
     """Block sizes of one FlashAttention run; ``R`` is the row step inside a query block."""
 
-    clipped: ClassVar[dict] = {"B_r": "N", "B_c": "N", "R": "N"}   # see MatmulPlan.clipped
+    clipped: ClassVar[dict] = {"B_r": "N", "B_c": "N_k", "R": "N"}   # see MatmulPlan.clipped
 
     variant: str
     B_r: int
@@ -92,7 +120,7 @@ class FlashPlan(Plan):
     @property
     def footprint(self) -> int:
         N, d = self.N, self.d
-        c = imin(self.B_c, N)
+        c = imin(self.B_c, self.N_k)
         if self.variant == "fa2":
             r = imin(self.B_r, N)
             return 2 * r * d + 3 * r + 2 * c * d + r * c
@@ -140,33 +168,36 @@ class Flash(Algorithm):
             return "B_r = floor((M - 2d)/(2d + 4)) must be at least 1"
         return "with B_c = ceil(M/4d), K_j, V_j and one row of the inner step must fit"
 
-    def make_plan(self, N, d, M, variant="fa2", block=None):
+    def make_plan(self, N, d, M, variant="fa2", block=None, *, N_k=None):
+        """The block sizes for ``N`` query rows against ``N_k`` keys (``N`` by default); the
+        rules of the module docstring, with ``B_r`` at most ``N`` and ``B_c`` at most ``N_k``."""
+        N_k = N if N_k is None else N_k
         if variant == "fa2":
             if block is None:
                 B_r = (M - 2 * d) // (2 * d + 4)
                 B_r = ceil_div(N, ceil_div(N, B_r))          # as many blocks, balanced
-                B_c = imin(N, (M - 2 * B_r * d - 3 * B_r) // (2 * d + B_r))
+                B_c = imin(N_k, (M - 2 * B_r * d - 3 * B_r) // (2 * d + B_r))
             else:
                 B_r, B_c = _block(block)
-            return FlashPlan(N, d, M, variant, B_r, B_c, B_r)
+            return FlashPlan(N, d, M, variant, B_r, B_c, B_r, N_k=N_k)
         if block is None:
             B_c = ceil_div(M, 4 * d)
             B_r = imin(B_c, d)
         else:
             B_r, B_c = _block(block)
-        return FlashPlan(N, d, M, variant, B_r, B_c, _fa1_rows(d, B_r, B_c, M))
+        return FlashPlan(N, d, M, variant, B_r, B_c, _fa1_rows(d, B_r, B_c, M), N_k=N_k)
 
     def cost(self, plan: FlashPlan) -> IOCount:
-        N, d = plan.N, plan.d
+        N, N_k, d = plan.N, plan.N_k, plan.d
         lse = N if plan.save_lse else 0
         if plan.mask is not None:
             return _masked_cost(plan, lse)
         if plan.variant == "fa2":
-            reads = N * d + 2 * N * d * ceil_div(N, plan.B_r)
+            reads = N * d + 2 * N_k * d * ceil_div(N, plan.B_r)
             writes = N * d
         else:
-            T_c = ceil_div(N, plan.B_c)
-            reads = 2 * N * d + T_c * N * (2 * d + 2)
+            T_c = ceil_div(N_k, plan.B_c)
+            reads = 2 * N_k * d + T_c * N * (2 * d + 2)
             writes = N * d + 2 * N + T_c * N * (d + 2)
         return IOCount(reads=reads, writes=writes + lse, peak=plan.footprint)
 
@@ -182,7 +213,7 @@ class Flash(Algorithm):
 def _masked_cost(plan: FlashPlan, lse: int) -> IOCount:
     """The module docstring's sums over the nonempty blocks, and the peak they reach."""
     N, d = plan.N, plan.d
-    if plan.mask.band is not None:
+    if plan.mask.band is not None:         # square: a band (the causal mask and the like)
         return _band_cost(plan, lse)
     blocks = plan.mask.blocks(plan.B_r, plan.B_c)
     act, r, c = blocks.nonempty, blocks.rows, blocks.cols
@@ -268,10 +299,10 @@ def _fa2(mem, Q, K, V, O, L, plan, scale):
         m_i = mem.allocate(r, "m_i", fill=-np.inf)
         l_i = mem.allocate(r, "l_i")
         m_new = mem.allocate(r, "m_new", fill=None)
-        for bj, j0 in enumerate(range(0, N, plan.B_c)):
+        for bj, j0 in enumerate(range(0, plan.N_k, plan.B_c)):
             if blocks is not None and not blocks.nonempty[bi, bj]:
                 continue                  # block-sparse: an empty block is not visited
-            cols = slice(j0, min(j0 + plan.B_c, N))
+            cols = slice(j0, min(j0 + plan.B_c, plan.N_k))
             K_j, V_j = mem.read(K, cols), mem.read(V, cols)
             S_ij = mem.allocate((r, K_j.shape[0]), "S_ij", fill=None)
             np.matmul(Q_i, K_j.T, out=S_ij)
@@ -305,7 +336,7 @@ def _fa2(mem, Q, K, V, O, L, plan, scale):
 def _fa1(mem, Q, K, V, O, L, plan, scale):
     N, d, R, B_r = plan.N, plan.d, plan.R, plan.B_r
     blocks = _blocks(plan)
-    T_r, T_c = ceil_div(N, B_r), ceil_div(N, plan.B_c)
+    T_r, T_c = ceil_div(N, B_r), ceil_div(plan.N_k, plan.B_c)
     if blocks is None:
         visited = np.ones((T_r, T_c), dtype=bool)
     else:
@@ -328,10 +359,10 @@ def _fa1(mem, Q, K, V, O, L, plan, scale):
                 zeros[:, 0] = np.inf
                 mem.write(L, zeros[:, 0], rows)
             mem.free(zeros)
-    for bj, j0 in enumerate(range(0, N, plan.B_c)):
+    for bj, j0 in enumerate(range(0, plan.N_k, plan.B_c)):
         if not visited[:, bj].any():
             continue                                  # block-sparse: K_j, V_j never needed
-        cols = slice(j0, min(j0 + plan.B_c, N))
+        cols = slice(j0, min(j0 + plan.B_c, plan.N_k))
         K_j, V_j = mem.read(K, cols), mem.read(V, cols)
         c = K_j.shape[0]
         for bi, b0 in enumerate(range(0, N, B_r)):

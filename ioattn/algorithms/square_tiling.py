@@ -29,6 +29,15 @@ the two products plus ``m`` written and read once::
     reads  = d N (ceil(N / B) + ceil(N / B))  +  N (N ceil(d / B) + d ceil(N / B))  +  N,
     writes = N^2 + N + N d                                   (blocked, B x B tiles),
 
+Against ``N_k`` keys (rectangular attention, ``make_plan(..., N_k=)``) the products are
+``(N_q, d) @ (d, N_k)`` and ``(N_q, N_k) @ (N_k, d)``, with the tiles :func:`square_tile_plan`
+picks for those shapes, and ``m`` has ``N_q`` entries::
+
+    reads  = d (N_q ceil(N_k / b_c) + N_k ceil(N_q / b_r))
+             + N_k (N_q ceil(d / b'_c) + d ceil(N_q / b'_r))  +  N_q,
+    writes = N_q N_k + N_q + N_q d,
+
+with ``b_r x b_c`` the tiles of the first product and ``b'_r x b'_c`` of the second. This is
 about ``8 N^2 d / sqrt(M) + N^2`` blocked and ``4 N^2 d / sqrt(M) + N^2`` outer; the explicit
 upper bound is :func:`ioattn.bounds.upper_bound`.
 
@@ -91,8 +100,8 @@ def check_schedule(schedule) -> None:
 
 @dataclass(frozen=True)
 class SquareTilingPlan(Plan):
-    """The two tiled products: ``phase1`` is ``Q K^T``, ``(N, d) @ (d, N)``; ``phase2`` is
-    ``exp(S - m) V``, ``(N, N) @ (N, d)``."""
+    """The two tiled products: ``phase1`` is ``Q K^T``, ``(N, d) @ (d, N_k)``; ``phase2`` is
+    ``exp(S - m) V``, ``(N, N_k) @ (N_k, d)``."""
 
     schedule: str
     phase1: MatmulPlan
@@ -122,9 +131,12 @@ class SquareTiling(Algorithm):
             return "B = floor(sqrt(M/4)) must be at least 1 and 3B^2 + 2B must fit"
         return "a 1x1 tile, one entry of each operand and two row statistics must fit"
 
-    def make_plan(self, N, d, M, schedule="blocked"):
-        return SquareTilingPlan(N, d, M, schedule, square_tile_plan(N, d, N, M, schedule, 1),
-                                square_tile_plan(N, N, d, M, schedule, 2))
+    def make_plan(self, N, d, M, schedule="blocked", *, N_k=None):
+        """The two products' tiles for ``N`` queries against ``N_k`` keys (``N`` by default):
+        ``(N, d) @ (d, N_k)`` and ``(N, N_k) @ (N_k, d)``."""
+        N_k = N if N_k is None else N_k
+        return SquareTilingPlan(N, d, M, schedule, square_tile_plan(N, d, N_k, M, schedule, 1),
+                                square_tile_plan(N, N_k, d, M, schedule, 2), N_k=N_k)
 
     def cost(self, plan: SquareTilingPlan) -> IOCount:
         N = plan.N
@@ -138,7 +150,7 @@ class SquareTiling(Algorithm):
         N, mask = plan.N, plan.mask
         if plan.save_lse and L is None:
             L = mem.allocate_slow("L", N)
-        S = mem.allocate_slow("S", (N, N))
+        S = mem.allocate_slow("S", (N, plan.N_k))
         m = mem.allocate_slow("m", N)
 
         def start_scores(i0, i1):

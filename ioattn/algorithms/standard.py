@@ -16,7 +16,14 @@ writes ``m n``. With ``p`` the number of softmax passes (1 or 2)::
     reads  = reads(Q K^T)  +  p N^2  +  reads(P V),
     writes = N^2 + N^2 + N d.
 
-When ``M >= d^2`` this is ``Theta(N^2 + N d)``, as [FA]_ states. ``save_lse=True`` writes the
+When ``M >= d^2`` this is ``Theta(N^2 + N d)``, as [FA]_ states.
+
+Rectangular attention (``N_q = N`` query rows against ``N_k`` keys, ``make_plan(..., N_k=)``):
+the products are ``(N_q, d) @ (d, N_k)`` and ``(N_q, N_k) @ (N_k, d)``, a row of ``S`` holds
+``N_k`` scores (one pass when ``N_k + 2 <= M``), and ``N^2`` becomes ``N_q N_k`` above::
+
+    reads  = reads(Q K^T)  +  p N_q N_k  +  reads(P V),
+    writes = 2 N_q N_k + N_q d. ``save_lse=True`` writes the
 row log-sum-exp ``L = m + log l`` from the softmax's statistics: ``N`` more writes.
 
 With a mask (:mod:`ioattn.masks`) standard attention does what an unfused implementation does:
@@ -58,7 +65,7 @@ class StandardPlan(Plan):
     @property
     def footprint(self) -> int:
         R = imin(self.R, self.N)
-        softmax = R * imin(self.W, self.N) + 2 * R
+        softmax = R * imin(self.W, self.N_k) + 2 * R
         return imax(self.scores.footprint, softmax, self.output.footprint)
 
 
@@ -77,15 +84,21 @@ class Standard(Algorithm):
     def describe_rule(self, d):
         return "a 1x1 product tile with one entry of each operand"
 
-    def make_plan(self, N, d, M):
-        scores, output = plan_matmul(N, d, N, M), plan_matmul(N, N, d, M)
-        one_pass = N + 2 <= M                   # a whole row and its two statistics fit
-        return StandardPlan(N, d, M, scores, output, R=select(one_pass, imin(N, M // (N + 2)), 1),
-                            W=select(one_pass, N, M - 2), passes=select(one_pass, 1, 2))
+    def make_plan(self, N, d, M, *, N_k=None):
+        """The two products' tiles and the softmax's rows for ``N`` queries against ``N_k``
+        keys (``N`` by default): a row of ``S`` holds ``N_k`` scores, so one pass when
+        ``N_k + 2 <= M``, with ``R = min(N, floor(M / (N_k + 2)))`` rows at a time."""
+        N_k = N if N_k is None else N_k
+        scores, output = plan_matmul(N, d, N_k, M), plan_matmul(N, N_k, d, M)
+        one_pass = N_k + 2 <= M                 # a whole row and its two statistics fit
+        return StandardPlan(N, d, M, scores, output,
+                            R=select(one_pass, imin(N, M // (N_k + 2)), 1),
+                            W=select(one_pass, N_k, M - 2), passes=select(one_pass, 1, 2),
+                            N_k=N_k)
 
     def cost(self, plan: StandardPlan) -> IOCount:
         reads, writes = products_io(plan.scores, plan.output)
-        NN = plan.N * plan.N                                # the softmax reads S, writes P
+        NN = plan.N * plan.N_k                              # the softmax reads S, writes P
         writes += NN + (plan.N if plan.save_lse else 0)
         return IOCount(reads=reads + plan.passes * NN, writes=writes, peak=plan.footprint)
 
@@ -93,8 +106,8 @@ class Standard(Algorithm):
         N, mask = plan.N, plan.mask
         if plan.save_lse and L is None:
             L = mem.allocate_slow("L", N)
-        S = mem.allocate_slow("S", (N, N))
-        P = mem.allocate_slow("P", (N, N))
+        S = mem.allocate_slow("S", (N, plan.N_k))
+        P = mem.allocate_slow("P", (N, plan.N_k))
 
         def scale_tile(S_ij, state, rows, cols):
             S_ij *= scale
@@ -132,12 +145,12 @@ def _softmax_rows(mem, S, P, R, L=None):
 
 def _softmax_strips(mem, S, P, W, L=None):
     """Two passes over each row in strips of ``W``: online max and sum, then normalise."""
-    N = S.shape[0]
+    N, N_k = S.shape
     for i in range(N):
         stats = mem.allocate(2, "m, l")                  # stats[0] = m, stats[1] = l
         stats[0] = -np.inf
-        for j0 in range(0, N, W):
-            x = mem.read(S, slice(i, i + 1), slice(j0, min(j0 + W, N)))
+        for j0 in range(0, N_k, W):
+            x = mem.read(S, slice(i, i + 1), slice(j0, min(j0 + W, N_k)))
             m_new = max(stats[0], x.max())
             if m_new > -np.inf:                          # else the row is all -inf so far
                 x -= m_new
@@ -145,8 +158,8 @@ def _softmax_strips(mem, S, P, W, L=None):
                 stats[1] = stats[1] * np.exp(stats[0] - m_new) + x.sum()
                 stats[0] = m_new
             mem.free(x)
-        for j0 in range(0, N, W):
-            cols = slice(j0, min(j0 + W, N))
+        for j0 in range(0, N_k, W):
+            cols = slice(j0, min(j0 + W, N_k))
             x = mem.read(S, slice(i, i + 1), cols)
             if stats[1] > 0:
                 x -= stats[0]
