@@ -1,9 +1,9 @@
 """The algorithms of :mod:`ioattn.parallel` side by side, against the number of processors ``P``.
 
 For each ``P`` and each algorithm of :data:`~ioattn.parallel.costs.ALGORITHMS` (or of any
-``names`` of :data:`~ioattn.parallel.costs.NAMES`: the schemes run in practice too), the exact counts
-of :func:`~ioattn.parallel.costs.cost` for the busiest processor (its traffic, the words it
-receives, the messages it sends, the words it holds at once) beside the lower bound of
+``names`` of :data:`~ioattn.parallel.costs.NAMES`: the schemes run in practice too), the exact
+counts of :func:`~ioattn.parallel.costs.cost` for the busiest processor (its traffic, the words
+it receives, the messages it sends, the words it holds at once) beside the lower bound of
 :func:`~ioattn.parallel.bounds.lower_bound` on the words it must receive, with ``S`` the memory
 that algorithm uses, and the ratio of the two. :func:`rows` gives the data (JSON-ready),
 :func:`text` the plain-text table that ``ioattn parallel`` prints; the book and the explorer

@@ -7,8 +7,16 @@ import pytest
 
 from ioattn.parallel import cost, layout
 from ioattn.parallel.bounds import scores
-from ioattn.parallel.costs import (ALGORITHMS, BACKWARD, LAYOUT, NAMES, WITH_BACKWARD, check,
-                                   pairs, sweep)
+from ioattn.parallel.costs import (
+    ALGORITHMS,
+    BACKWARD,
+    LAYOUT,
+    NAMES,
+    WITH_BACKWARD,
+    check,
+    pairs,
+    sweep,
+)
 
 SMALL = [(N, P) for N in range(1, 21) for P in range(1, N + 1)]
 

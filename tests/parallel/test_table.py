@@ -183,3 +183,15 @@ def test_usp_has_the_least_traffic_beyond_the_heads():
 def test_bad_names_are_refused(names, error, message):
     with pytest.raises(error, match=message):
         rows(64, 4, [2], names=names)
+
+
+def test_the_command_lists_the_schemes(capsys):
+    from ioattn.cli import main
+
+    assert main(["parallel", "--N", "4096", "--d", "64", "--heads", "16", "--P", "4,64",
+                 "--causal", "--schemes"]) == 0
+    out = capsys.readouterr().out
+    assert out == text(4096, 64, [4, 64], heads=16, causal=True, names=NAMES) + "\n"
+    assert main(["parallel", "--N", "4096", "--d", "64", "--P", "4"]) == 0
+    plain = capsys.readouterr().out
+    assert "zigzag" not in plain and "usp" not in plain and "grid" in plain
