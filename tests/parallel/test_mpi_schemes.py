@@ -75,3 +75,17 @@ def test_the_engine_command_takes_the_usp_shape():
     assert lines[0] == "usp on 2 processes, N=21, d=4, H=2, causal"
     assert [line.split()[-1] for line in lines[2:4]] == ["True", "True"]
     assert float(lines[-1].split()[-1]) < 1e-10
+
+
+def test_run_takes_the_schemes_and_the_usp_shape():
+    rng = np.random.default_rng(11)
+    Q, K, V, dO = rng.standard_normal((4, 2, 30, 6))
+    r = parallel.run("usp", Q, K, V, P=2, grid=(2, 1), causal=True)
+    assert r.cost.grid == (2, 1) and r.counted == r.cost and r.error < 1e-10
+    b = parallel.run("zigzag", Q, K, V, P=2, backward=True, dO=dO, causal=True)
+    assert [x.shape for x in b.output] == [(2, 30, 6)] * 3
+    assert b.counted == b.cost and b.cost.backward and b.error < 1e-10
+    with pytest.raises(ValueError, match="heads >= P_u"):
+        parallel.run("usp", Q, K, V, P=4, grid=(4, 1))
+    with pytest.raises(ValueError, match="'all_gather' has no backward pass"):
+        parallel.run("all_gather", Q, K, V, P=2, backward=True, dO=dO)
