@@ -99,6 +99,13 @@ At ``P_r = 1`` these are all-to-all's counts, at ``P_u = 1`` the ring's (the mem
 ``P_r = 1``; at ``P_u = 1`` the ring's plus the ``2dH n_p`` words of the block of ``K, V`` copied
 out of the packed ``Q, K, V`` it starts from).
 
+``"usp_zigzag"`` -- USP with the zigzag ring across the groups, for a causal mask (what the
+Ulysses x ring code runs with a causal mask): group ``r`` holds chunks ``r`` and
+``2P_r - 1 - r`` of ``2P_r``, its processor ``u`` the ``u``-th part of them
+(:func:`~.layout.group_rows`, :func:`~.layout.group_sizes`). The same formulas with these ``n_p`` and ``N_r``; at
+``P_r = 1`` all-to-all's counts, at ``P_u = 1`` zigzag ring attention's words, messages and
+work.
+
 References
 ----------
 .. [RING] H. Liu, M. Zaharia, P. Abbeel, "Ring attention with blockwise transformers for
@@ -122,7 +129,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validate import as_count, as_flag
-from .layout import grid_shape, offsets, shares, sizes, usp_shape
+from .layout import grid_shape, group_sizes, offsets, shares, sizes, usp_shape
 
 __all__ = ["ALGORITHMS", "BACKWARD", "NAMES", "SCHEMES", "WITH_BACKWARD", "ParallelCost",
            "as_flag", "check", "cost", "pairs", "sweep"]
@@ -131,17 +138,18 @@ __all__ = ["ALGORITHMS", "BACKWARD", "NAMES", "SCHEMES", "WITH_BACKWARD", "Paral
 ALGORITHMS = ("ring", "striped", "all_to_all", "grid")
 #: Those with a backward pass.
 BACKWARD = ("ring", "striped")
-#: The schemes run in practice: zigzag ring, all-gather of K, V, Ulysses x ring.
-SCHEMES = ("zigzag", "all_gather", "usp")
+#: The schemes run in practice: zigzag ring, all-gather of K, V, Ulysses x ring (and x zigzag ring).
+SCHEMES = ("zigzag", "all_gather", "usp", "usp_zigzag")
 #: Every algorithm :func:`cost` and the MPI runs know.
 NAMES = ALGORITHMS + SCHEMES
 #: Every algorithm with a backward pass.
 WITH_BACKWARD = BACKWARD + ("zigzag",)
 #: The layout of the rows each algorithm uses.
 LAYOUT = {"ring": "contiguous", "striped": "striped", "all_to_all": "contiguous",
-          "grid": "contiguous", "zigzag": "zigzag", "all_gather": "zigzag", "usp": "contiguous"}
+          "grid": "contiguous", "zigzag": "zigzag", "all_gather": "zigzag", "usp": "contiguous",
+          "usp_zigzag": "zigzag"}
 #: The algorithms whose ``grid=`` option is a shape of the processors: (P_r, P_c), (P_u, P_r).
-SHAPED = ("grid", "usp")
+SHAPED = ("grid", "usp", "usp_zigzag")
 
 
 @dataclass(frozen=True, eq=False)
@@ -236,14 +244,15 @@ def check(name: str, N: int, d: int, P: int, heads: int = 1, backward: bool = Fa
         raise ValueError(f"all_to_all gives each processor whole heads, so it needs heads >= P; "
                          f"got heads = {heads}, P = {P}")
     if grid is not None and name not in SHAPED:
-        raise ValueError(f"grid= is an option of 'grid' and 'usp' only, not of {name!r}")
+        raise ValueError(f"grid= is an option of {', '.join(map(repr, SHAPED))} only, not of "
+                         f"{name!r}")
     if name in SHAPED:
         grid = _shape(name, grid, P, d, heads)
     return N, d, P, heads, grid
 
 
 def _shape(name: str, grid, P: int, d: int, heads: int) -> tuple[int, int]:
-    """The processor shape of ``"grid"`` ``(P_r, P_c)`` or ``"usp"`` ``(P_u, P_r)``, checked."""
+    """The processor shape of ``"grid"`` ``(P_r, P_c)`` or of USP ``(P_u, P_r)``, checked."""
     pair = "(P_r, P_c)" if name == "grid" else "(P_u, P_r)"
     if grid is None:
         grid = grid_shape(P, d) if name == "grid" else usp_shape(P, heads)
@@ -253,8 +262,8 @@ def _shape(name: str, grid, P: int, d: int, heads: int) -> tuple[int, int]:
         raise TypeError(f"grid must be a pair {pair}, got {grid!r}") from None
     if a * b != P:
         raise ValueError(f"a {a} x {b} grid has {a * b} processors, not P = {P}")
-    if name == "usp" and heads < a:
-        raise ValueError(f"usp splits the heads among P_u = {a} processors, so it needs "
+    if name != "grid" and heads < a:
+        raise ValueError(f"{name} splits the heads among P_u = {a} processors, so it needs "
                          f"heads >= P_u; got heads = {heads}")
     return a, b
 
@@ -293,7 +302,8 @@ def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = Fa
 
     Parameters
     ----------
-    name : {"ring", "striped", "all_to_all", "grid", "zigzag", "all_gather", "usp"}
+    name : {"ring", "striped", "all_to_all", "grid", "zigzag", "all_gather", "usp", \
+"usp_zigzag"}
     N, d : int
         Sequence length and head dimension; ``N >= P``.
     P : int
@@ -306,7 +316,8 @@ def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = Fa
         The backward pass (``"ring"``, ``"striped"`` and ``"zigzag"``).
     grid : (int, int), optional
         ``(P_r, P_c)`` for ``"grid"``, default :func:`~.layout.grid_shape` ``(P, d)``;
-        ``(P_u, P_r)`` for ``"usp"``, default :func:`~.layout.usp_shape` ``(P, heads)``.
+        ``(P_u, P_r)`` for ``"usp"`` and ``"usp_zigzag"``, default :func:`~.layout.usp_shape`
+        ``(P, heads)``.
 
     Returns
     -------
@@ -333,6 +344,9 @@ def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = Fa
         parts = _all_gather(N, d, P, H, causal)
     elif name == "usp":
         parts = _usp([int(x) for x in shares(N, P)], N, d, P, H, causal, grid)
+    elif name == "usp_zigzag":
+        parts = _usp([int(x) for x in group_sizes(N, grid)], N, d, P, H, causal, grid,
+                     chunks=[int(x) for x in shares(N, 2 * grid[1])])
     elif name == "all_to_all":
         parts = _all_to_all([int(x) for x in shares(N, P)], N, d, P, H, causal)
     else:
@@ -433,8 +447,9 @@ def _all_gather(N, d, P, H, causal):
     return sent, received, [P - 1] * P, memory, work
 
 
-def _usp(n, N, d, P, H, causal, grid):
-    """Ulysses groups x ring (module docstring): ``grid = (P_u, P_r)``, ``p = r P_u + u``."""
+def _usp(n, N, d, P, H, causal, grid, chunks=None):
+    """Ulysses groups x ring (module docstring): ``grid = (P_u, P_r)``, ``p = r P_u + u``, ``n``
+    the shares; ``chunks``: the ``2 P_r`` chunk sizes of the zigzag ring across the groups."""
     P_u, P_r = grid
     h = [int(x) for x in shares(H, P_u)]
     N_g = [sum(n[r * P_u: (r + 1) * P_u]) for r in range(P_r)]          # N_r
@@ -452,8 +467,18 @@ def _usp(n, N, d, P, H, causal, grid):
                                                           else 0)) for s in range(P_r))
         compute = 3 * d * hu * (Nr - n[p]) + (d + 2) * hu * Nr + ring
         memory.append(3 * d * H * n[p] + max(compute, d * hu * Nr + d * H * n[p]))
-        work.append([hu * _contiguous_pairs(Nr, N_g[j], r, j, causal) for j in held])
+        work.append([hu * _group_pairs(N_g, chunks, r, j, causal) for j in held])
     return sent, received, [2 * (P_u - 1) + (P_r - 1)] * P, memory, work
+
+
+def _group_pairs(N_g, chunks, r, j, causal) -> int:
+    """Scores between the rows of groups ``r`` (queries) and ``j`` (keys): contiguous groups of
+    ``N_g`` rows, or (``chunks`` given) the zigzag groups of the ring across them."""
+    if chunks is None:
+        return _contiguous_pairs(N_g[r], N_g[j], r, j, causal)
+    last = len(chunks) - 1
+    return sum(_contiguous_pairs(chunks[a], chunks[b], a, b, causal)
+               for a in (r, last - r) for b in (j, last - j))
 
 
 def _all_to_all(n, N, d, P, H, causal):

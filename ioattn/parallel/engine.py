@@ -35,7 +35,7 @@ import numpy as np
 
 from .costs import LAYOUT, check, cost
 from .counted import Counted
-from .layout import offsets, rows
+from .layout import group_rows, offsets, rows
 from .reference import attention, attention_backward
 
 __all__ = ["ERROR", "all_gather", "all_to_all", "grid", "main", "ring", "ring_backward",
@@ -268,7 +268,8 @@ def all_gather(cc: Counted, Q, KV, rows_of, causal: bool, scale: float):
 
 
 def usp(cc: Counted, QKV, N: int, rows_of, shape, causal: bool, scale: float):
-    """Ulysses x ring [USP] on ``P_u x P_r`` ranks, ``p = r P_u + u``: an all-to-all within
+    """Ulysses x ring [USP] on ``P_u x P_r`` ranks, ``p = r P_u + u`` (the rows of ``rows_of``:
+    contiguous, or zigzag across the groups for ``"usp_zigzag"``): an all-to-all within
     group ``r`` gives rank ``p`` the group's rows of its heads; unless ``P_r = 1``, the ranks
     with the same ``u`` pass the group blocks of ``K, V`` round a ring (one message per step,
     sent while the held block is used); a second all-to-all returns the rows of ``O``. ``QKV``
@@ -292,13 +293,14 @@ def usp(cc: Counted, QKV, N: int, rows_of, shape, causal: bool, scale: float):
         pieces[q] = cc.hold(f"in {q}", np.empty((h, 3, len(rows_of[q]), d)))
     cc.exchange([(q, QKV[ho[q % P_u]:ho[q % P_u + 1]]) for q in peers],
                 [(q, pieces[q]) for q in peers])
-    start = rows_of[group[0]][0]                    # the group's rows: contiguous from here
+    # the group's rows, its processors' one after the other: rank q's at positions views[q]
     block_rows = [np.concatenate([rows_of[g * P_u + v] for v in range(P_u)]) for g in range(P_r)]
+    at = np.cumsum([0] + [len(rows_of[q]) for q in group])
     out = {q: cc.hold(f"O {q}", np.zeros((h, len(rows_of[q]), d))) for q in group}
     N_r = len(block_rows[r])
     m = cc.hold("m", np.full((h, N_r), -np.inf))
     l = cc.hold("l", np.zeros((h, N_r)))
-    views = {q: (slice(rows_of[q][0] - start, rows_of[q][-1] + 1 - start)) for q in group}
+    views = {q: slice(at[v], at[v + 1]) for v, q in enumerate(group)}
 
     def fold(K, V, krows) -> int:
         return sum(_attend(pieces[q][:, 0], K, V, rows_of[q], krows, causal, scale, out[q],
@@ -367,14 +369,14 @@ def run_job(job: dict, comm) -> dict | None:
                               job.get("grid"))
     scale = job.get("scale") or 1.0 / np.sqrt(d)
     full = _inputs(job)
-    rows_of = rows(N, P, LAYOUT[name])
+    rows_of = group_rows(N, shape) if name == "usp_zigzag" else rows(N, P, LAYOUT[name])
     mine = rows_of[p]
     cc = Counted(comm)
 
     def take(x):
         return np.ascontiguousarray(x[:, mine])
 
-    if name in ("all_to_all", "usp"):
+    if name in ("all_to_all", "usp", "usp_zigzag"):
         QKV = cc.hold("Q, K, V", np.ascontiguousarray(
             np.stack([full["Q"], full["K"], full["V"]], axis=1)[:, :, mine]))
         comm.Barrier()
@@ -450,7 +452,8 @@ def _cli(argv, comm) -> None:
     p.add_argument("--heads", type=int, default=1)
     p.add_argument("--causal", action="store_true")
     p.add_argument("--backward", action="store_true")
-    p.add_argument("--grid", help="P_r x P_c for grid, P_u x P_r for usp, e.g. 2x4")
+    p.add_argument("--grid", help="P_r x P_c for grid, P_u x P_r for usp and usp_zigzag, "
+                   "e.g. 2x4")
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
     grid_ = tuple(int(x) for x in a.grid.lower().split("x")) if a.grid else None

@@ -15,7 +15,9 @@ for the first ``N mod P`` processors. Two layouts of the rows:
 
 The grid scheme arranges the processors as a ``P_r x P_c`` grid (:func:`grid_shape`); head
 parallelism gives processor ``p`` the ``h_p`` heads of :func:`shares` ``(H, P)``; USP arranges
-them as ``P_r`` groups of ``P_u`` (:func:`usp_shape`), processor ``p = r P_u + u``.
+them as ``P_r`` groups of ``P_u`` (:func:`usp_shape`), processor ``p = r P_u + u``, and with a
+zigzag ring across the groups it holds part ``u`` of the zigzag rows of group ``r``
+(:func:`group_rows`).
 
 References
 ----------
@@ -37,8 +39,8 @@ import numpy as np
 
 from .._validate import as_count
 
-__all__ = ["LAYOUTS", "chunks", "grid_shape", "offsets", "rows", "shares", "sizes",
-           "usp_shape"]
+__all__ = ["LAYOUTS", "chunks", "grid_shape", "group_rows", "group_sizes", "offsets", "rows",
+           "shares", "sizes", "usp_shape"]
 
 LAYOUTS = ("contiguous", "striped", "zigzag")
 
@@ -126,3 +128,33 @@ def usp_shape(P: int, heads: int) -> tuple[int, int]:
     P, heads = as_count(P, "P"), as_count(heads, "heads")
     P_u = max(c for c in range(1, min(P, heads) + 1) if P % c == 0)
     return P_u, P // P_u
+
+
+def group_rows(N: int, shape: tuple[int, int]) -> list[np.ndarray]:
+    """The rows of every processor when ``P_r`` groups of ``P_u`` (``shape = (P_u, P_r)``,
+    ``p = r P_u + u``) hold the zigzag layout across the groups: group ``r`` holds the rows
+    :func:`rows` ``(N, P_r, "zigzag")[r]``, and its processor ``u`` the ``u``-th of
+    :func:`shares` ``(N_r, P_u)`` consecutive ones of them. No processor holds more than
+    ``ceil(N / P)``.
+
+    >>> [r.tolist() for r in group_rows(8, (2, 2))]
+    [[0, 1], [6, 7], [2, 3], [4, 5]]
+    >>> [r.tolist() for r in group_rows(6, (2, 1))] == [r.tolist() for r in rows(6, 2)]
+    True
+    """
+    P_u, P_r = shape
+    out = []
+    for block in rows(N, P_r, "zigzag"):
+        o = offsets(len(block), P_u)
+        out += [block[o[u]:o[u + 1]] for u in range(P_u)]
+    return out
+
+
+def group_sizes(N: int, shape: tuple[int, int]) -> np.ndarray:
+    """The lengths of :func:`group_rows` ``(N, shape)`` without listing the rows (int64).
+
+    >>> group_sizes(10, (2, 2)).tolist(), [len(r) for r in group_rows(10, (2, 2))]
+    ([3, 2, 3, 2], [3, 2, 3, 2])
+    """
+    P_u, P_r = shape
+    return np.concatenate([shares(int(n), P_u) for n in sizes(N, P_r, "zigzag")])

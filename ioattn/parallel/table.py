@@ -28,7 +28,8 @@ __all__ = ["TITLES", "data", "fewest", "rows", "text", "why_not"]
 #: The algorithms' names in prose (the readouts of the explorer use them).
 TITLES = {"ring": "ring attention", "striped": "striped attention", "all_to_all": "all-to-all",
           "grid": "the 2D grid", "zigzag": "zigzag ring attention",
-          "all_gather": "the all-gather of K, V", "usp": "Ulysses × ring (USP)"}
+          "all_gather": "the all-gather of K, V", "usp": "Ulysses × ring (USP)",
+          "usp_zigzag": "Ulysses × zigzag ring"}
 
 
 def why_not(name: str, N: int, P: int, heads: int = 1, backward: bool = False) -> str | None:

@@ -59,7 +59,7 @@ GRID = [(N, d, P, H) for N in (64, 257, 1024) for d in (1, 8, 64) for P in range
 
 def _shapes(name, P, H):
     """The processor shapes to try: every ``P_u x P_r`` with ``P_u <= H`` for USP."""
-    if name != "usp":
+    if name not in ("usp", "usp_zigzag"):
         return [None]
     return [(P_u, P // P_u) for P_u in range(1, min(P, H) + 1) if P % P_u == 0]
 

@@ -1,5 +1,5 @@
 """The schemes run in practice as real MPI processes (2 and 4 ranks, USP at 4 as 2 x 2, 4 x 1
-and 1 x 4): every counted word, message, buffer and score equals the closed form, and the
+and 1 x 4, and with the zigzag ring as 1 x 2 and 2 x 2): every counted word, message, buffer and score equals the closed form, and the
 outputs equal the reference."""
 
 import subprocess
@@ -15,13 +15,16 @@ from ioattn.parallel.launch import as_cost, launch, mpiexec
 #: (name, backward, grid, N, d, H, causal): unequal chunks and shares, both masks.
 CASES = {2: [("zigzag", False, None, 37, 5, 3, True), ("zigzag", False, None, 32, 4, 2, False),
              ("zigzag", True, None, 29, 4, 2, True), ("all_gather", False, None, 37, 5, 3, True),
-             ("all_gather", False, None, 32, 4, 2, False), ("usp", False, None, 30, 4, 3, True)],
+             ("all_gather", False, None, 32, 4, 2, False), ("usp", False, None, 30, 4, 3, True),
+             ("usp_zigzag", False, [1, 2], 29, 4, 2, True)],
          4: [("zigzag", False, None, 37, 5, 3, True), ("zigzag", False, None, 40, 4, 2, False),
              ("zigzag", True, None, 29, 4, 2, True), ("zigzag", True, None, 24, 3, 1, False),
              ("all_gather", False, None, 37, 5, 3, True),
              ("all_gather", False, None, 40, 4, 2, False),
              ("usp", False, [2, 2], 37, 5, 3, True), ("usp", False, [2, 2], 32, 4, 4, False),
-             ("usp", False, [4, 1], 30, 4, 5, True), ("usp", False, [1, 4], 30, 4, 2, True)]}
+             ("usp", False, [4, 1], 30, 4, 5, True), ("usp", False, [1, 4], 30, 4, 2, True),
+             ("usp_zigzag", False, [2, 2], 37, 5, 3, True),
+             ("usp_zigzag", False, [2, 2], 32, 4, 4, False)]}
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
-"""The schemes run in practice (zigzag ring attention, the all-gather of K, V, Ulysses x ring):
+"""The schemes run in practice (zigzag ring attention, the all-gather of K, V, Ulysses x ring and
+Ulysses x zigzag ring):
 their closed forms against the definitions over every small case, their reductions to the ring
 and to all-to-all, and the causal balance that is the point of the zigzag layout."""
 
@@ -52,6 +53,27 @@ def test_work_of_every_step_is_the_definition(causal):
                                                                  causal)
                                         for s in range(P_r)] for p in range(P)], (N, P, P_u)
             assert u.total_work == H * scores(N, causal)
+            z = cost("usp_zigzag", N, 2, P, heads=H, causal=causal, grid=(P_u, P_r))
+            mine = layout.group_rows(N, (P_u, P_r))
+            zblock = [np.concatenate(mine[g * P_u:(g + 1) * P_u]) for g in range(P_r)]
+            assert z.work.tolist() == [[int(h[p % P_u]) * pairs(zblock[p // P_u],
+                                                                 zblock[(p // P_u - s) % P_r],
+                                                                 causal)
+                                        for s in range(P_r)] for p in range(P)], (N, P, P_u)
+
+
+def test_group_rows_share_the_rows_and_reduce_to_the_contiguous_and_zigzag_layouts():
+    for N, P in SMALL:
+        for P_u in (u for u in range(1, P + 1) if P % u == 0):
+            got = layout.group_rows(N, (P_u, P // P_u))
+            assert sorted(np.concatenate(got).tolist()) == list(range(N))
+            assert [len(x) for x in got] == layout.group_sizes(N, (P_u, P // P_u)).tolist()
+            assert max(len(x) for x in got) <= -(-N // P) and min(len(x) for x in got) >= 1
+        as_list = [[r.tolist() for r in rs] for rs in (layout.group_rows(N, (P, 1)),
+                                                        layout.rows(N, P),
+                                                        layout.group_rows(N, (1, P)),
+                                                        layout.rows(N, P, "zigzag"))]
+        assert as_list[0] == as_list[1] and as_list[2] == as_list[3], (N, P)
 
 
 def test_zigzag_moves_the_ring_words_on_its_shares():
@@ -142,6 +164,30 @@ def test_usp_reduces_to_all_to_all_and_to_the_ring():
         # (at P = 1, 1 x 1 is all-to-all's, checked above)
         if P > 1:
             assert np.array_equal(u.memory, r.memory + 2 * 4 * H * layout.shares(N, P)), (N, P)
+
+
+def test_usp_with_the_zigzag_ring_reduces_to_all_to_all_and_to_zigzag():
+    for (N, P), H, causal in itertools.product(SMALL, (1, 3, 20), (False, True)):
+        if H >= P:
+            a = cost("all_to_all", N, 4, P, heads=H, causal=causal)
+            u = cost("usp_zigzag", N, 4, P, heads=H, causal=causal, grid=(P, 1))
+            for f in ("sent", "received", "messages", "memory", "work"):
+                assert np.array_equal(getattr(a, f), getattr(u, f)), (N, P, H, f)
+        z = cost("zigzag", N, 4, P, heads=H, causal=causal)
+        u = cost("usp_zigzag", N, 4, P, heads=H, causal=causal, grid=(1, P))
+        for f in ("sent", "received", "messages", "work"):
+            assert np.array_equal(getattr(z, f), getattr(u, f)), (N, P, H, f)
+
+
+@pytest.mark.parametrize("P, plain, critical_ratio", [(32, 0.667, 1.5), (64, 0.571, 1.75)])
+def test_usp_with_the_zigzag_ring_balances_the_causal_mask(P, plain, critical_ratio):
+    # H = 16 heads: 16 x 2 and 16 x 4; the same words, and the zigzag ring keeps every step even
+    N, d, H = 4096, 64, 16
+    u, z = (cost(name, N, d, P, heads=H, causal=True) for name in ("usp", "usp_zigzag"))
+    assert u.grid == z.grid == (16, P // 16)
+    assert (u.traffic == z.traffic).all() and (u.memory == z.memory).all()
+    assert z.balance == 1.0 and round(u.balance, 3) == plain
+    assert u.critical_work / z.critical_work == pytest.approx(critical_ratio, rel=1e-3)
 
 
 def test_usp_lifts_the_head_limit_of_all_to_all():
