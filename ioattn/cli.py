@@ -190,7 +190,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="the backward pass (ring, striped and zigzag ring attention)")
     par.add_argument("--schemes", action="store_true",
                      help="also the schemes run in practice: zigzag ring attention, the "
-                     "all-gather of K, V, Ulysses x ring (USP)")
+                     "all-gather of K, V, Ulysses x ring (USP, with a plain or a zigzag ring)")
     par.add_argument("--json", action="store_true", help="print the rows as JSON")
     par.set_defaults(parser=par)
     from .teach.cli import add_commands

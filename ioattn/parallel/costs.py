@@ -99,12 +99,11 @@ At ``P_r = 1`` these are all-to-all's counts, at ``P_u = 1`` the ring's (the mem
 ``P_r = 1``; at ``P_u = 1`` the ring's plus the ``2dH n_p`` words of the block of ``K, V`` copied
 out of the packed ``Q, K, V`` it starts from).
 
-``"usp_zigzag"`` -- USP with the zigzag ring across the groups, for a causal mask (what the
-Ulysses x ring code runs with a causal mask): group ``r`` holds chunks ``r`` and
-``2P_r - 1 - r`` of ``2P_r``, its processor ``u`` the ``u``-th part of them
-(:func:`~.layout.group_rows`, :func:`~.layout.group_sizes`). The same formulas with these ``n_p`` and ``N_r``; at
-``P_r = 1`` all-to-all's counts, at ``P_u = 1`` zigzag ring attention's words, messages and
-work.
+``"usp_zigzag"`` -- USP with the zigzag ring across the groups, to balance a causal mask:
+group ``r`` holds chunks ``r`` and ``2P_r - 1 - r`` of ``2P_r``, its processor ``u`` the
+``u``-th part of them (:func:`~.layout.group_rows`, :func:`~.layout.group_sizes`). The same
+formulas with these ``n_p`` and ``N_r``; at ``P_r = 1`` all-to-all's counts, at ``P_u = 1``
+zigzag ring attention's words, messages and work.
 
 References
 ----------
@@ -138,7 +137,8 @@ __all__ = ["ALGORITHMS", "BACKWARD", "NAMES", "SCHEMES", "WITH_BACKWARD", "Paral
 ALGORITHMS = ("ring", "striped", "all_to_all", "grid")
 #: Those with a backward pass.
 BACKWARD = ("ring", "striped")
-#: The schemes run in practice: zigzag ring, all-gather of K, V, Ulysses x ring (and x zigzag ring).
+#: The schemes run in practice: zigzag ring, all-gather of K, V, Ulysses x ring (and x zigzag
+#: ring).
 SCHEMES = ("zigzag", "all_gather", "usp", "usp_zigzag")
 #: Every algorithm :func:`cost` and the MPI runs know.
 NAMES = ALGORITHMS + SCHEMES

@@ -1,6 +1,6 @@
 """The schemes run in practice as real MPI processes (2 and 4 ranks, USP at 4 as 2 x 2, 4 x 1
-and 1 x 4, and with the zigzag ring as 1 x 2 and 2 x 2): every counted word, message, buffer and score equals the closed form, and the
-outputs equal the reference."""
+and 1 x 4, and with the zigzag ring as 1 x 2 and 2 x 2): every counted word, message, buffer
+and score equals the closed form, and the outputs equal the reference."""
 
 import subprocess
 import sys
