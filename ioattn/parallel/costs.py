@@ -158,7 +158,8 @@ class ParallelCost:
 
     ``sent``, ``received``, ``messages`` and ``memory`` are integer arrays of length ``P``
     (int64, or Python ints where int64 could overflow); ``work`` is ``P x steps`` (``steps = P``
-    for the rings, 1 otherwise): the score entries each processor computes at each step.
+    for the rings, ``P_r`` for USP, 1 otherwise): the score entries each processor computes at
+    each step.
     """
 
     name: str
