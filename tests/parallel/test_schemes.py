@@ -218,3 +218,13 @@ def test_schemes_do_not_overflow():
     c = cost("zigzag", N, d, 4, heads=H, causal=True)
     q = N // 8
     assert c.critical_work == H * ((2 * q * q + q) + 3 * 2 * q * q)
+
+
+def test_sweep_takes_the_schemes():
+    from ioattn.parallel import NAMES, sweep
+
+    s = sweep(4096, 64, [4, 64], heads=16, causal=True, names=NAMES)
+    assert list(s) == list(NAMES)
+    assert s["all_to_all"][1] is None and s["usp"][1].grid == (16, 4)
+    assert s["usp"][1].max_traffic == s["usp_zigzag"][1].max_traffic
+    assert list(sweep(64, 4, [2])) == ["ring", "striped", "all_to_all", "grid"]
