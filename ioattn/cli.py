@@ -11,7 +11,8 @@ counted I/O equals the closed form (slow for large N; a progress bar shows how f
 processors: for each ``P`` (powers of two up to ``--P-max``, or the list ``--P 2,4,8``) and each
 algorithm of :mod:`ioattn.parallel`, the busiest processor's traffic, words received, messages
 and memory, the lower bound on the words it receives and their ratio, the least traffic marked
-(:mod:`ioattn.parallel.table`); ``--causal``, ``--backward``, ``--json``.
+(:mod:`ioattn.parallel.table`); ``--causal``, ``--backward``, ``--json``; ``--schemes`` adds the
+schemes run in practice (zigzag ring attention, the all-gather of K, V, Ulysses x ring).
 
 ``ioattn assign ASSIGNMENT --student ID`` writes a student's notebook with their own parameters
 (and builds the student version and the autograder from the master notebook); ``ioattn grade
@@ -186,7 +187,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="powers of two from 2 to this (default 64)")
     par.add_argument("--causal", action="store_true", help="the causal mask")
     par.add_argument("--backward", action="store_true",
-                     help="the backward pass (ring and striped attention)")
+                     help="the backward pass (ring, striped and zigzag ring attention)")
+    par.add_argument("--schemes", action="store_true",
+                     help="also the schemes run in practice: zigzag ring attention, the "
+                     "all-gather of K, V, Ulysses x ring (USP, with a plain or a zigzag ring)")
     par.add_argument("--json", action="store_true", help="print the rows as JSON")
     par.set_defaults(parser=par)
     from .teach.cli import add_commands
@@ -220,6 +224,7 @@ def _check(result, seed: int = 0) -> int:
 
 
 def _parallel(args) -> int:
+    from .parallel.costs import ALGORITHMS, NAMES
     from .parallel.table import data, text
 
     Ps = args.P if args.P is not None else powers_of_two(2, args.P_max)
@@ -231,7 +236,7 @@ def _parallel(args) -> int:
         args.parser.error(f"argument {what}: P = {Ps[-1]} is more than N = {args.N}; every "
                           "processor needs at least one row")
     table = data(args.N, args.d, Ps, heads=args.heads, causal=args.causal,
-                 backward=args.backward)
+                 backward=args.backward, names=NAMES if args.schemes else ALGORITHMS)
     if args.json:
         print(json.dumps(table, indent=1, ensure_ascii=False))
     else:

@@ -2,7 +2,8 @@
 
 - :mod:`~ioattn.parallel.costs`: the model and the exact words, messages, memory and work of
   ring attention, striped attention, all-to-all head parallelism and the two-dimensional grid
-  scheme (:func:`cost`, :func:`sweep`);
+  scheme (:data:`ALGORITHMS`), and of the schemes run in practice (:data:`SCHEMES`): zigzag
+  ring attention, the all-gather of ``K, V`` and Ulysses x ring (:func:`cost`, :func:`sweep`);
 - :mod:`~ioattn.parallel.bounds`: the memory-independent and memory-dependent lower bounds on
   the words the busiest processor receives;
 - :mod:`~ioattn.parallel.engine`: the same algorithms as real MPI programs (mpi4py), counting
@@ -18,8 +19,9 @@ True
 """
 
 from . import bounds, layout, table
-from .costs import ALGORITHMS, BACKWARD, ParallelCost, cost, sweep
+from .costs import ALGORITHMS, BACKWARD, NAMES, SCHEMES, WITH_BACKWARD, ParallelCost, cost, sweep
 from .launch import MPIUnavailable, ParallelRun, available, run
 
-__all__ = ["ALGORITHMS", "BACKWARD", "MPIUnavailable", "ParallelCost", "ParallelRun",
-           "available", "bounds", "cost", "layout", "run", "sweep", "table"]
+__all__ = ["ALGORITHMS", "BACKWARD", "MPIUnavailable", "NAMES", "ParallelCost", "ParallelRun",
+           "SCHEMES", "WITH_BACKWARD", "available", "bounds", "cost", "layout", "run", "sweep",
+           "table"]

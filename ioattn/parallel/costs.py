@@ -66,6 +66,45 @@ columns, equal on a ``P x 1`` grid, for memory ``(4d + 3) H N / sqrt(P)`` instea
 Every count is an exact integer: the arrays are int64 where no count can reach ``2^62``, and
 arrays of Python ints beyond (``N = 10^9`` and more), so nothing overflows.
 
+The schemes run in practice (:data:`SCHEMES`), beside the four above (all are in :data:`NAMES`):
+
+``"zigzag"`` -- zigzag (dual-chunk) ring attention [ZIGZAG]_: the ring, forward and backward,
+on the zigzag layout (:func:`~.layout.sizes`: processor ``p`` holds chunks ``p`` and
+``2P - 1 - p`` of ``2P``, ``n_p`` rows in all). The words and messages are the ring's formulas
+with these shares. Under a causal mask a block ``j < p`` is seen by both query chunks through its
+first chunk only, a block ``j > p`` by the second query chunk only, so at every step each
+processor computes about ``n^2 / 2`` scores: with ``c`` the chunk sizes,
+``work[p, s] = H sum c_a c_b`` (``c_a (c_a + 1) / 2`` when ``a = b``) over the pairs of its chunks
+``a`` and the held block's chunks ``b <= a``.
+
+``"all_gather"`` -- all-gather of ``K, V`` [LLAMA3]_ on the zigzag layout: processor ``p`` sends
+its ``K_p, V_p`` to every other processor (one message each), attends ``Q_p`` to all ``N`` rows,
+and holds the whole of ``K, V``::
+
+    sent_p = 2dH n_p (P - 1),   received_p = 2dH (N - n_p),   messages_p = P - 1,
+    memory_p = (4d + 2) H n_p + 2dH (N - n_p).
+
+``"usp"`` -- Ulysses x ring [USP]_ on ``P = P_u P_r`` processors (``grid = (P_u, P_r)``, default
+:func:`~.layout.usp_shape`), contiguous rows, ``p = r P_u + u``: the ``P_u`` processors of group
+``r`` share its ``N_r`` rows and split the heads (``h_u`` of :func:`~.layout.shares` ``(H, P_u)``,
+so ``H >= P_u``); an all-to-all within the group gives ``p`` the ``N_r`` rows of its ``h_u``
+heads, the ``P_r`` processors with the same ``u`` run the ring on their heads' ``K, V`` blocks of
+``N_j`` rows, and a second all-to-all returns the rows of ``O``::
+
+    sent_p = 3d n_p (H - h_u) + d h_u (N_r - n_p) + 2d h_u (N - N_{r+1}),
+    received_p = 3d h_u (N_r - n_p) + d n_p (H - h_u) + 2d h_u (N - N_r),
+    messages_p = 2 (P_u - 1) + (P_r - 1).
+
+At ``P_r = 1`` these are all-to-all's counts, at ``P_u = 1`` the ring's (the memory too at
+``P_r = 1``; at ``P_u = 1`` the ring's plus the ``2dH n_p`` words of the block of ``K, V`` copied
+out of the packed ``Q, K, V`` it starts from).
+
+``"usp_zigzag"`` -- USP with the zigzag ring across the groups, to balance a causal mask:
+group ``r`` holds chunks ``r`` and ``2P_r - 1 - r`` of ``2P_r``, its processor ``u`` the
+``u``-th part of them (:func:`~.layout.group_rows`, :func:`~.layout.group_sizes`). The same
+formulas with these ``n_p`` and ``N_r``; at ``P_r = 1`` all-to-all's counts, at ``P_u = 1``
+zigzag ring attention's words, messages and work.
+
 References
 ----------
 .. [RING] H. Liu, M. Zaharia, P. Abbeel, "Ring attention with blockwise transformers for
@@ -74,6 +113,12 @@ References
    transformers", arXiv:2311.09431 (2023).
 .. [ULYSSES] S. A. Jacobs et al., "DeepSpeed Ulysses: system optimizations for enabling training
    of extreme long sequence transformer models", arXiv:2309.14509 (2023).
+.. [ZIGZAG] Z. Zhu, "ring-flash-attention", https://github.com/zhuzilin/ring-flash-attention
+   (2024): ``zigzag_ring_flash_attn``.
+.. [LLAMA3] A. Grattafiori et al., "The Llama 3 herd of models", arXiv:2407.21783 (2024),
+   section 3.3.2 (context parallelism).
+.. [USP] J. Fang, S. Zhao, "USP: a unified sequence parallelism approach for long context
+   generative AI", arXiv:2405.07719 (2024).
 """
 
 from __future__ import annotations
@@ -83,18 +128,28 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validate import as_count, as_flag
-from .layout import grid_shape, shares
+from .layout import grid_shape, group_sizes, offsets, shares, sizes, usp_shape
 
-__all__ = ["ALGORITHMS", "BACKWARD", "ParallelCost", "as_flag", "check", "cost", "pairs",
-           "sweep"]
+__all__ = ["ALGORITHMS", "BACKWARD", "NAMES", "SCHEMES", "WITH_BACKWARD", "ParallelCost",
+           "as_flag", "check", "cost", "pairs", "sweep"]
 
 #: The algorithms, in the order the book introduces them.
 ALGORITHMS = ("ring", "striped", "all_to_all", "grid")
 #: Those with a backward pass.
 BACKWARD = ("ring", "striped")
+#: The schemes run in practice: zigzag ring, all-gather of K, V, Ulysses x ring (and x zigzag
+#: ring).
+SCHEMES = ("zigzag", "all_gather", "usp", "usp_zigzag")
+#: Every algorithm :func:`cost` and the MPI runs know.
+NAMES = ALGORITHMS + SCHEMES
+#: Every algorithm with a backward pass.
+WITH_BACKWARD = BACKWARD + ("zigzag",)
 #: The layout of the rows each algorithm uses.
 LAYOUT = {"ring": "contiguous", "striped": "striped", "all_to_all": "contiguous",
-          "grid": "contiguous"}
+          "grid": "contiguous", "zigzag": "zigzag", "all_gather": "zigzag", "usp": "contiguous",
+          "usp_zigzag": "zigzag"}
+#: The algorithms whose ``grid=`` option is a shape of the processors: (P_r, P_c), (P_u, P_r).
+SHAPED = ("grid", "usp", "usp_zigzag")
 
 
 @dataclass(frozen=True, eq=False)
@@ -103,7 +158,8 @@ class ParallelCost:
 
     ``sent``, ``received``, ``messages`` and ``memory`` are integer arrays of length ``P``
     (int64, or Python ints where int64 could overflow); ``work`` is ``P x steps`` (``steps = P``
-    for the rings, 1 otherwise): the score entries each processor computes at each step.
+    for the rings, ``P_r`` for USP, 1 otherwise): the score entries each processor computes at
+    each step.
     """
 
     name: str
@@ -176,31 +232,41 @@ class ParallelCost:
 def check(name: str, N: int, d: int, P: int, heads: int = 1, backward: bool = False,
           grid=None) -> tuple[int, int, int, int, tuple[int, int] | None]:
     """Validate the arguments of :func:`cost` (and of the MPI runs); clear errors naming them."""
-    if name not in ALGORITHMS:
-        raise ValueError(f"unknown parallel algorithm {name!r}; known: {', '.join(ALGORITHMS)}")
+    if name not in NAMES:
+        raise ValueError(f"unknown parallel algorithm {name!r}; known: {', '.join(NAMES)}")
     N, d, P, heads = as_count(N, "N"), as_count(d, "d"), as_count(P, "P"), as_count(heads, "heads")
     backward = as_flag(backward, "backward")
     if N < P:
         raise ValueError(f"every processor needs at least one row: N = {N} < P = {P}")
-    if backward and name not in BACKWARD:
+    if backward and name not in WITH_BACKWARD:
         raise ValueError(f"{name!r} has no backward pass here; those that do: "
-                         f"{', '.join(BACKWARD)}")
+                         f"{', '.join(WITH_BACKWARD)}")
     if name == "all_to_all" and heads < P:
         raise ValueError(f"all_to_all gives each processor whole heads, so it needs heads >= P; "
                          f"got heads = {heads}, P = {P}")
-    if grid is not None and name != "grid":
-        raise ValueError(f"grid= is an option of 'grid' only, not of {name!r}")
-    if name == "grid":
-        if grid is None:
-            grid = grid_shape(P, d)
-        try:
-            P_r, P_c = (as_count(g, "grid side") for g in grid)
-        except TypeError:
-            raise TypeError(f"grid must be a pair (P_r, P_c), got {grid!r}") from None
-        if P_r * P_c != P:
-            raise ValueError(f"a {P_r} x {P_c} grid has {P_r * P_c} processors, not P = {P}")
-        grid = (P_r, P_c)
+    if grid is not None and name not in SHAPED:
+        raise ValueError(f"grid= is an option of {', '.join(map(repr, SHAPED))} only, not of "
+                         f"{name!r}")
+    if name in SHAPED:
+        grid = _shape(name, grid, P, d, heads)
     return N, d, P, heads, grid
+
+
+def _shape(name: str, grid, P: int, d: int, heads: int) -> tuple[int, int]:
+    """The processor shape of ``"grid"`` ``(P_r, P_c)`` or of USP ``(P_u, P_r)``, checked."""
+    pair = "(P_r, P_c)" if name == "grid" else "(P_u, P_r)"
+    if grid is None:
+        grid = grid_shape(P, d) if name == "grid" else usp_shape(P, heads)
+    try:
+        a, b = (as_count(g, "grid side") for g in grid)
+    except TypeError:
+        raise TypeError(f"grid must be a pair {pair}, got {grid!r}") from None
+    if a * b != P:
+        raise ValueError(f"a {a} x {b} grid has {a * b} processors, not P = {P}")
+    if name != "grid" and heads < a:
+        raise ValueError(f"{name} splits the heads among P_u = {a} processors, so it needs "
+                         f"heads >= P_u; got heads = {heads}")
+    return a, b
 
 
 def pairs(qrows, krows, causal: bool) -> int:
@@ -237,7 +303,8 @@ def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = Fa
 
     Parameters
     ----------
-    name : {"ring", "striped", "all_to_all", "grid"}
+    name : {"ring", "striped", "all_to_all", "grid", "zigzag", "all_gather", "usp", \
+"usp_zigzag"}
     N, d : int
         Sequence length and head dimension; ``N >= P``.
     P : int
@@ -247,9 +314,11 @@ def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = Fa
     causal : bool
         The causal mask: only ``work`` changes (every algorithm here moves the same words).
     backward : bool
-        The backward pass (``"ring"`` and ``"striped"``).
+        The backward pass (``"ring"``, ``"striped"`` and ``"zigzag"``).
     grid : (int, int), optional
-        ``(P_r, P_c)`` for ``"grid"``; default :func:`~.layout.grid_shape` ``(P, d)``.
+        ``(P_r, P_c)`` for ``"grid"``, default :func:`~.layout.grid_shape` ``(P, d)``;
+        ``(P_u, P_r)`` for ``"usp"`` and ``"usp_zigzag"``, default :func:`~.layout.usp_shape`
+        ``(P, heads)``.
 
     Returns
     -------
@@ -269,6 +338,16 @@ def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = Fa
     if name in ("ring", "striped"):
         parts = _ring(shares(N, P).astype(dtype), N, d, P, H, causal, backward,
                       name == "striped")
+    elif name == "zigzag":
+        parts = _ring(sizes(N, P, "zigzag").astype(dtype), N, d, P, H, causal, backward, False,
+                      work=_zigzag_work(shares(N, 2 * P).astype(dtype), P, H, causal))
+    elif name == "all_gather":
+        parts = _all_gather(N, d, P, H, causal)
+    elif name == "usp":
+        parts = _usp([int(x) for x in shares(N, P)], N, d, P, H, causal, grid)
+    elif name == "usp_zigzag":
+        parts = _usp([int(x) for x in group_sizes(N, grid)], N, d, P, H, causal, grid,
+                     chunks=[int(x) for x in shares(N, 2 * grid[1])])
     elif name == "all_to_all":
         parts = _all_to_all([int(x) for x in shares(N, P)], N, d, P, H, causal)
     else:
@@ -290,21 +369,15 @@ def _dtype(N: int, d: int, H: int):
     return np.int64 if max(H * N * N, 16 * d * H * N) < _INT64_SAFE else object
 
 
-def _ring(n, N, d, P, H, causal, backward, striped):
+def _ring(n, N, d, P, H, causal, backward, striped, work=None):
     """The ring's counts for every processor at once: ``n`` the shares (int64, or Python ints
-    in an object array), ``held[p, s] = j_s`` the block processor ``p`` holds at step ``s``."""
+    in an object array), ``held[p, s] = j_s`` the block processor ``p`` holds at step ``s``;
+    ``work``, when given, replaces the ring's work (the zigzag layout's)."""
     p = np.arange(P)
     held = (p[:, None] - p[None, :]) % P                            # j_s
     n_p, n_j = n[:, None], n[held]
-    if not causal:
-        work = H * (n_p * n_j)
-    elif striped:
-        off = (held <= p[:, None]).astype(n.dtype)
-        c = np.minimum(n_p, n_j - off + 1)
-        work = H * (c * (c - 1) // 2 + off * c + (n_p - c) * n_j)
-    else:
-        work = H * np.where(held < p[:, None], n_p * n_j,
-                            np.where(held == p[:, None], n_p * (n_p + 1) // 2, 0 * n_j))
+    if work is None:
+        work = _ring_work(n_p, n_j, held, p, H, causal, striped)
     nxt = np.roll(n, -1)                                            # n_{p+1}
     zero = 0 * n_p
     if backward:
@@ -323,6 +396,90 @@ def _ring(n, N, d, P, H, causal, backward, striped):
         messages = np.full(P, P - 1)
     memory = base + (cur + inc).max(axis=1)
     return sent, received, messages, memory, work
+
+
+def _ring_work(n_p, n_j, held, p, H, causal, striped):
+    """``work[p, s]`` of the ring (contiguous) or striped attention (striped)."""
+    if not causal:
+        return H * (n_p * n_j)
+    if striped:
+        off = (held <= p[:, None]).astype(n_p.dtype)
+        c = np.minimum(n_p, n_j - off + 1)
+        return H * (c * (c - 1) // 2 + off * c + (n_p - c) * n_j)
+    return H * np.where(held < p[:, None], n_p * n_j,
+                        np.where(held == p[:, None], n_p * (n_p + 1) // 2, 0 * n_j))
+
+
+def _chunk_pairs(c, a, b):
+    """Causal pairs between contiguous chunks ``a`` (queries) and ``b`` (keys) of sizes ``c``,
+    elementwise over index arrays: ``c_a c_b`` when ``b < a``, ``c_a (c_a + 1) / 2`` when
+    ``b = a``, none when ``b > a``."""
+    ca, cb = c[a], c[b]
+    return np.where(b < a, ca * cb, np.where(b == a, ca * (ca + 1) // 2, 0 * cb))
+
+
+def _zigzag_work(c, P, H, causal):
+    """``work[p, s]`` of the zigzag ring: ``c`` the ``2P`` chunk sizes, processor ``p`` holding
+    chunks ``p, 2P - 1 - p`` and at step ``s`` the block of processor ``j_s``."""
+    p = np.arange(P)
+    held = (p[:, None] - p[None, :]) % P
+    mine = [np.broadcast_to(p[:, None], held.shape), np.broadcast_to(2 * P - 1 - p[:, None],
+                                                                       held.shape)]
+    theirs = [held, 2 * P - 1 - held]
+    if not causal:
+        n = c[:P] + c[::-1][:P]
+        return H * (n[:, None] * n[held])
+    return H * sum(_chunk_pairs(c, a, b) for a in mine for b in theirs)
+
+
+def _all_gather(N, d, P, H, causal):
+    """All-gather of ``K, V`` on the zigzag layout (module docstring)."""
+    c = [int(x) for x in shares(N, 2 * P)]
+    o = [int(x) for x in offsets(N, 2 * P)]
+    n = [int(x) for x in sizes(N, P, "zigzag")]
+    sent = [2 * d * H * n[p] * (P - 1) for p in range(P)]
+    received = [2 * d * H * (N - n[p]) for p in range(P)]
+    memory = [(4 * d + 2) * H * n[p] + 2 * d * H * (N - n[p]) for p in range(P)]
+    if causal:      # chunk a sees the o_a rows before it and its own triangle
+        work = [[H * sum(c[a] * o[a] + c[a] * (c[a] + 1) // 2 for a in (p, 2 * P - 1 - p))]
+                for p in range(P)]
+    else:
+        work = [[H * n[p] * N] for p in range(P)]
+    return sent, received, [P - 1] * P, memory, work
+
+
+def _usp(n, N, d, P, H, causal, grid, chunks=None):
+    """Ulysses groups x ring (module docstring): ``grid = (P_u, P_r)``, ``p = r P_u + u``, ``n``
+    the shares; ``chunks``: the ``2 P_r`` chunk sizes of the zigzag ring across the groups."""
+    P_u, P_r = grid
+    h = [int(x) for x in shares(H, P_u)]
+    N_g = [sum(n[r * P_u: (r + 1) * P_u]) for r in range(P_r)]          # N_r
+    sent, received, memory, work = [], [], [], []
+    for p in range(P):
+        r, u = divmod(p, P_u)
+        hu, Nr, nxt = h[u], N_g[r], N_g[(r + 1) % P_r]
+        sent.append(3 * d * n[p] * (H - hu) + d * hu * (Nr - n[p]) + 2 * d * hu * (N - nxt))
+        received.append(3 * d * hu * (Nr - n[p]) + d * n[p] * (H - hu) + 2 * d * hu * (N - Nr))
+        held = [(r - s) % P_r for s in range(P_r)]                      # the ring's j_s
+        ring = 0
+        if P_r > 1:     # the group's K, V block, and the blocks held and arriving at each step
+            ring = 2 * d * hu * Nr + max(2 * d * hu * ((N_g[held[s]] if s else 0)
+                                                       + (N_g[held[s + 1]] if s < P_r - 1
+                                                          else 0)) for s in range(P_r))
+        compute = 3 * d * hu * (Nr - n[p]) + (d + 2) * hu * Nr + ring
+        memory.append(3 * d * H * n[p] + max(compute, d * hu * Nr + d * H * n[p]))
+        work.append([hu * _group_pairs(N_g, chunks, r, j, causal) for j in held])
+    return sent, received, [2 * (P_u - 1) + (P_r - 1)] * P, memory, work
+
+
+def _group_pairs(N_g, chunks, r, j, causal) -> int:
+    """Scores between the rows of groups ``r`` (queries) and ``j`` (keys): contiguous groups of
+    ``N_g`` rows, or (``chunks`` given) the zigzag groups of the ring across them."""
+    if chunks is None:
+        return _contiguous_pairs(N_g[r], N_g[j], r, j, causal)
+    last = len(chunks) - 1
+    return sum(_contiguous_pairs(chunks[a], chunks[b], a, b, causal)
+               for a in (r, last - r) for b in (j, last - j))
 
 
 def _all_to_all(n, N, d, P, H, causal):
@@ -358,11 +515,12 @@ def _grid(n, N, d, P, H, causal, grid):
 
 
 def sweep(N: int, d: int, Ps, *, heads: int = 1, causal: bool = False,
-          backward: bool = False) -> dict[str, list[ParallelCost | None]]:
-    """:func:`cost` of every algorithm at every ``P`` in ``Ps``; None where it does not apply
+          backward: bool = False, names=ALGORITHMS) -> dict[str, list[ParallelCost | None]]:
+    """:func:`cost` of every algorithm of ``names`` (default the four of :data:`ALGORITHMS`;
+    :data:`NAMES` for every one) at every ``P`` in ``Ps``; None where it does not apply
     (``all_to_all`` with fewer heads than processors, a backward pass it lacks, ``N < P``)."""
     out = {}
-    for name in ALGORITHMS:
+    for name in names:
         row = []
         for P in Ps:
             try:

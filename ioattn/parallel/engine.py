@@ -11,8 +11,13 @@ Two ways to start it:
 - ``python -m ioattn.parallel.engine SPEC.json OUT.json``: the jobs in ``SPEC.json`` (written by
   :func:`ioattn.parallel.run`), results to ``OUT.json`` (rank 0);
 - ``python -m ioattn.parallel.engine ring --N 4096 --d 64 [--heads H] [--causal] [--backward]
-  [--grid 2x4] [--seed 0]``: one run on random inputs; rank 0 prints the counted words beside the
+  [--grid 2x4] [--seed 0]`` (``--grid`` is ``P_r x P_c`` for ``grid``, ``P_u x P_r`` for
+  ``usp``): one run on random inputs; rank 0 prints the counted words beside the
   closed form. The same command runs across machines with MPICH's ``mpiexec -n P -hosts a,b``.
+
+Zigzag ring attention is :func:`ring` and :func:`ring_backward` on the zigzag layout (the rows
+of the two chunks of each processor, :func:`~ioattn.parallel.layout.rows`): the causal mask is
+applied by the global row indices, so the same code computes exactly the scores it keeps.
 
 Inputs come from a seeded generator (every rank draws the same arrays and keeps its rows) or from
 an ``.npz`` file; the check against :mod:`ioattn.parallel.reference` gathers the outputs to rank 0
@@ -30,10 +35,11 @@ import numpy as np
 
 from .costs import LAYOUT, check, cost
 from .counted import Counted
-from .layout import offsets, rows
+from .layout import group_rows, offsets, rows
 from .reference import attention, attention_backward
 
-__all__ = ["ERROR", "all_to_all", "grid", "main", "ring", "ring_backward", "run_job"]
+__all__ = ["ERROR", "all_gather", "all_to_all", "grid", "main", "ring", "ring_backward",
+           "run_job", "usp"]
 
 #: How a failing rank marks its error on stderr, for :func:`ioattn.parallel.launch.launch`.
 ERROR = "ioattn-parallel-error:"
@@ -234,6 +240,113 @@ def grid(cc: Counted, Q, KV, rows_of, shape, causal: bool, scale: float):
     return O
 
 
+def all_gather(cc: Counted, Q, KV, rows_of, causal: bool, scale: float):
+    """All-gather of ``K, V`` [LLAMA3]: rank ``p`` sends ``K_p, V_p`` to every other rank in one
+    message each, then attends ``Q_p`` to every block (the whole of ``K, V`` held). Returns
+    ``O_p, L_p``.
+
+    References
+    ----------
+    .. [LLAMA3] A. Grattafiori et al., "The Llama 3 herd of models", arXiv:2407.21783 (2024),
+       section 3.3.2.
+    """
+    p, P = cc.rank, cc.size
+    H, n, d = Q.shape
+    peers = [q for q in range(P) if q != p]
+    blocks = {p: KV}
+    for q in peers:
+        blocks[q] = cc.hold(f"K, V {q}", np.empty((2, H, len(rows_of[q]), d)))
+    cc.exchange([(q, KV) for q in peers], [(q, blocks[q]) for q in peers])
+    O = cc.hold("O", np.zeros((H, n, d)))
+    m = cc.hold("m", np.full((H, n), -np.inf))
+    l = cc.hold("l", np.zeros((H, n)))
+    cc.work.append(sum(_attend(Q, blocks[q][0], blocks[q][1], rows_of[p], rows_of[q], causal,
+                               scale, O, m, l) for q in range(P)))
+    cc.drop(*(f"K, V {q}" for q in peers))
+    _finish(O, m, l)
+    return O, m
+
+
+def usp(cc: Counted, QKV, N: int, rows_of, shape, causal: bool, scale: float):
+    """Ulysses x ring [USP] on ``P_u x P_r`` ranks, ``p = r P_u + u`` (the rows of ``rows_of``:
+    contiguous, or zigzag across the groups for ``"usp_zigzag"``): an all-to-all within
+    group ``r`` gives rank ``p`` the group's rows of its heads; unless ``P_r = 1``, the ranks
+    with the same ``u`` pass the group blocks of ``K, V`` round a ring (one message per step,
+    sent while the held block is used); a second all-to-all returns the rows of ``O``. ``QKV``
+    is this rank's ``H x 3 x n_p x d`` share.
+
+    References
+    ----------
+    .. [USP] J. Fang, S. Zhao, "USP: a unified sequence parallelism approach for long context
+       generative AI", arXiv:2405.07719 (2024).
+    """
+    p = cc.rank
+    P_u, P_r = shape
+    r, u = divmod(p, P_u)
+    H, _, n, d = QKV.shape
+    ho = offsets(H, P_u)
+    h = ho[u + 1] - ho[u]
+    group = [r * P_u + v for v in range(P_u)]
+    peers = [q for q in group if q != p]
+    pieces = {p: QKV[ho[u]:ho[u + 1]]}
+    for q in peers:
+        pieces[q] = cc.hold(f"in {q}", np.empty((h, 3, len(rows_of[q]), d)))
+    cc.exchange([(q, QKV[ho[q % P_u]:ho[q % P_u + 1]]) for q in peers],
+                [(q, pieces[q]) for q in peers])
+    # the group's rows, its processors' one after the other: rank q's at positions views[q]
+    block_rows = [np.concatenate([rows_of[g * P_u + v] for v in range(P_u)]) for g in range(P_r)]
+    at = np.cumsum([0] + [len(rows_of[q]) for q in group])
+    out = {q: cc.hold(f"O {q}", np.zeros((h, len(rows_of[q]), d))) for q in group}
+    N_r = len(block_rows[r])
+    m = cc.hold("m", np.full((h, N_r), -np.inf))
+    l = cc.hold("l", np.zeros((h, N_r)))
+    views = {q: slice(at[v], at[v + 1]) for v, q in enumerate(group)}
+
+    def fold(K, V, krows) -> int:
+        return sum(_attend(pieces[q][:, 0], K, V, rows_of[q], krows, causal, scale, out[q],
+                           m[:, views[q]], l[:, views[q]]) for q in group)
+
+    if P_r == 1:
+        cc.work.append(sum(fold(pieces[k][:, 1], pieces[k][:, 2], rows_of[k]) for k in group))
+    else:
+        cur = cc.hold("K, V", np.empty((2, h, N_r, d)))
+        for q in group:
+            cur[:, :, views[q]] = pieces[q][:, 1:3].transpose(1, 0, 2, 3)
+        _usp_ring(cc, cur, block_rows, P_u, r, u, fold)
+        cc.drop("K, V")
+    for q in group:
+        _finish(out[q], m[:, views[q]], l[:, views[q]])
+    cc.drop("m", "l", *(f"in {q}" for q in peers))
+    O = cc.hold("O", np.empty((H, n, d)))
+    O[ho[u]:ho[u + 1]] = out[p]
+    cc.exchange([(q, out[q]) for q in peers],
+                [(q, O[ho[q % P_u]:ho[q % P_u + 1]]) for q in peers], tag=1)
+    return O
+
+
+def _usp_ring(cc: Counted, cur, block_rows, P_u: int, r: int, u: int, fold) -> None:
+    """The ring of USP over the ``P_r`` groups, on the ranks ``g P_u + u``: at step ``s`` fold
+    the block of group ``j = r - s`` (``fold(K, V, rows)``) while the next one arrives."""
+    P_r = len(block_rows)
+    nxt_rank, prev_rank = ((r + 1) % P_r) * P_u + u, ((r - 1) % P_r) * P_u + u
+    cur_name = None
+    for s in range(P_r):
+        j = (r - s) % P_r
+        handle = None
+        if s < P_r - 1:
+            nxt_name = f"block {s + 1}"
+            nxt = cc.hold(nxt_name, np.empty((2,) + cur.shape[1:2]
+                                             + (len(block_rows[(j - 1) % P_r]), cur.shape[3])))
+            handle = cc.start([(nxt_rank, cur)], [(prev_rank, nxt)], tag=2)
+        cc.work.append(fold(cur[0], cur[1], block_rows[j]))
+        if handle is not None:
+            cc.wait(handle)
+        if cur_name is not None:
+            cc.drop(cur_name)
+        if s < P_r - 1:
+            cur, cur_name = nxt, nxt_name
+
+
 # -- one job, on every rank --------------------------------------------------------------------
 def _inputs(job):
     """Every rank's full ``Q, K, V`` (and ``dO``): drawn from ``seed`` or loaded from ``inputs``."""
@@ -256,18 +369,19 @@ def run_job(job: dict, comm) -> dict | None:
                               job.get("grid"))
     scale = job.get("scale") or 1.0 / np.sqrt(d)
     full = _inputs(job)
-    rows_of = rows(N, P, LAYOUT[name])
+    rows_of = group_rows(N, shape) if name == "usp_zigzag" else rows(N, P, LAYOUT[name])
     mine = rows_of[p]
     cc = Counted(comm)
 
     def take(x):
         return np.ascontiguousarray(x[:, mine])
 
-    if name == "all_to_all":
+    if name in ("all_to_all", "usp", "usp_zigzag"):
         QKV = cc.hold("Q, K, V", np.ascontiguousarray(
             np.stack([full["Q"], full["K"], full["V"]], axis=1)[:, :, mine]))
         comm.Barrier()
-        out = (all_to_all(cc, QKV, N, rows_of, causal, scale),)
+        out = (all_to_all(cc, QKV, N, rows_of, causal, scale) if name == "all_to_all" else
+               usp(cc, QKV, N, rows_of, shape, causal, scale),)
     else:
         Q = cc.hold("Q", take(full["Q"]))
         KV = cc.hold("K, V", np.ascontiguousarray(np.stack([take(full["K"]), take(full["V"])])))
@@ -280,6 +394,9 @@ def run_job(job: dict, comm) -> dict | None:
         elif name == "grid":
             comm.Barrier()
             out = (grid(cc, Q, KV, rows_of, shape, causal, scale),)
+        elif name == "all_gather":
+            comm.Barrier()
+            out = all_gather(cc, Q, KV, rows_of, causal, scale)[:1]
         else:
             comm.Barrier()
             out = ring(cc, Q, KV, rows_of, causal, scale)[:1]
@@ -335,7 +452,8 @@ def _cli(argv, comm) -> None:
     p.add_argument("--heads", type=int, default=1)
     p.add_argument("--causal", action="store_true")
     p.add_argument("--backward", action="store_true")
-    p.add_argument("--grid", help="P_r x P_c, e.g. 2x4 (grid only)")
+    p.add_argument("--grid", help="P_r x P_c for grid, P_u x P_r for usp and usp_zigzag, "
+                   "e.g. 2x4")
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
     grid_ = tuple(int(x) for x in a.grid.lower().split("x")) if a.grid else None

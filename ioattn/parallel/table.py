@@ -1,8 +1,9 @@
 """The algorithms of :mod:`ioattn.parallel` side by side, against the number of processors ``P``.
 
-For each ``P`` and each algorithm of :data:`~ioattn.parallel.costs.ALGORITHMS`, the exact counts
-of :func:`~ioattn.parallel.costs.cost` for the busiest processor (its traffic, the words it
-receives, the messages it sends, the words it holds at once) beside the lower bound of
+For each ``P`` and each algorithm of :data:`~ioattn.parallel.costs.ALGORITHMS` (or of any
+``names`` of :data:`~ioattn.parallel.costs.NAMES`: the schemes run in practice too), the exact
+counts of :func:`~ioattn.parallel.costs.cost` for the busiest processor (its traffic, the words
+it receives, the messages it sends, the words it holds at once) beside the lower bound of
 :func:`~ioattn.parallel.bounds.lower_bound` on the words it must receive, with ``S`` the memory
 that algorithm uses, and the ratio of the two. :func:`rows` gives the data (JSON-ready),
 :func:`text` the plain-text table that ``ioattn parallel`` prints; the book and the explorer
@@ -20,27 +21,33 @@ import math
 
 from .._validate import as_count
 from .bounds import lower_bound
-from .costs import ALGORITHMS, BACKWARD, as_flag, cost
+from .costs import ALGORITHMS, NAMES, WITH_BACKWARD, as_flag, cost
 
 __all__ = ["TITLES", "data", "fewest", "rows", "text", "why_not"]
 
 #: The algorithms' names in prose (the readouts of the explorer use them).
 TITLES = {"ring": "ring attention", "striped": "striped attention", "all_to_all": "all-to-all",
-          "grid": "the 2D grid"}
+          "grid": "the 2D grid", "zigzag": "zigzag ring attention",
+          "all_gather": "the all-gather of K, V", "usp": "Ulysses × ring (USP)",
+          "usp_zigzag": "Ulysses × zigzag ring"}
 
 
 def why_not(name: str, N: int, P: int, heads: int = 1, backward: bool = False) -> str | None:
     """Why ``name`` does not apply at ``(N, P, heads, backward)`` in a few words, or None when
     it does (the conditions :func:`~ioattn.parallel.costs.check` enforces).
 
+    USP's default shape (:func:`~ioattn.parallel.layout.usp_shape`) always fits the heads.
+
     >>> why_not("all_to_all", 4096, 32, heads=16), why_not("grid", 4096, 4, backward=True)
     ('needs H ≥ P', 'no backward pass')
+    >>> why_not("usp", 4096, 32, heads=16), why_not("zigzag", 4096, 4, backward=True)
+    (None, None)
     """
-    if name not in ALGORITHMS:
-        raise ValueError(f"unknown parallel algorithm {name!r}; known: {', '.join(ALGORITHMS)}")
+    if name not in NAMES:
+        raise ValueError(f"unknown parallel algorithm {name!r}; known: {', '.join(NAMES)}")
     if N < P:
         return "needs N ≥ P"
-    if backward and name not in BACKWARD:
+    if backward and name not in WITH_BACKWARD:
         return "no backward pass"
     if name == "all_to_all" and heads < P:
         return "needs H ≥ P"
@@ -58,9 +65,25 @@ def fewest(costs: dict) -> list[str]:
     return [n for n, t in got.items() if t == least]
 
 
+def _names(names) -> tuple[str, ...]:
+    """``names`` checked against :data:`~ioattn.parallel.costs.NAMES` (None: ``ALGORITHMS``)."""
+    if names is None:
+        return ALGORITHMS
+    if isinstance(names, str):
+        raise TypeError(f"names must be a sequence of algorithm names, got the string {names!r}")
+    names = tuple(names)
+    unknown = [n for n in names if n not in NAMES]
+    if unknown:
+        raise ValueError(f"unknown parallel algorithm {unknown[0]!r}; known: {', '.join(NAMES)}")
+    if not names or len(set(names)) != len(names):
+        raise ValueError(f"names must name each algorithm at most once, and at least one; "
+                         f"got {list(names)}")
+    return names
+
+
 def rows(N: int, d: int, Ps, *, heads: int = 1, causal: bool = False,
-         backward: bool = False) -> list[dict]:
-    """One row per ``P`` in ``Ps`` and algorithm (in the order of ``ALGORITHMS``).
+         backward: bool = False, names=None) -> list[dict]:
+    """One row per ``P`` in ``Ps`` and algorithm (in the order of ``names``).
 
     Parameters
     ----------
@@ -74,6 +97,10 @@ def rows(N: int, d: int, Ps, *, heads: int = 1, causal: bool = False,
         As for :func:`~ioattn.parallel.costs.cost`; the bound is the causal one with ``causal``
         (``Z = N (N + 1) / 2`` scores). The backward pass computes every score too, under the
         same assumption (A), so the same bound holds for it.
+    names : sequence of str, optional
+        The algorithms, default :data:`~ioattn.parallel.costs.ALGORITHMS` (the four the book
+        introduces first); :data:`~ioattn.parallel.costs.NAMES` adds zigzag ring attention, the
+        all-gather of ``K, V`` and USP at its default shape.
 
     Returns
     -------
@@ -99,6 +126,7 @@ def rows(N: int, d: int, Ps, *, heads: int = 1, causal: bool = False,
     N, d, heads = as_count(N, "N"), as_count(d, "d"), as_count(heads, "heads")
     Ps = [as_count(P, "P") for P in Ps]
     causal, backward = as_flag(causal, "causal"), as_flag(backward, "backward")
+    names = _names(names)
     too_many = [P for P in Ps if P > N]
     if too_many:
         raise ValueError(f"every processor needs at least one row: P = {too_many[0]} > N = {N}")
@@ -106,7 +134,7 @@ def rows(N: int, d: int, Ps, *, heads: int = 1, causal: bool = False,
     for P in Ps:
         costs = {n: None if why_not(n, N, P, heads, backward) else
                  cost(n, N, d, P, heads=heads, causal=causal, backward=backward)
-                 for n in ALGORITHMS}
+                 for n in names}
         best = set(fewest(costs))
         for n, c in costs.items():
             row = {"P": P, "name": n, "applies": c is not None,
@@ -123,16 +151,16 @@ def rows(N: int, d: int, Ps, *, heads: int = 1, causal: bool = False,
 
 
 def data(N: int, d: int, Ps, *, heads: int = 1, causal: bool = False,
-         backward: bool = False) -> dict:
+         backward: bool = False, names=None) -> dict:
     """What ``ioattn parallel --json`` prints: ``N``, ``d``, ``heads``, ``causal``,
-    ``backward``, ``Ps`` and the :func:`rows`."""
-    r = rows(N, d, Ps, heads=heads, causal=causal, backward=backward)
+    ``backward``, ``Ps`` and the :func:`rows` (of ``names``)."""
+    r = rows(N, d, Ps, heads=heads, causal=causal, backward=backward, names=names)
     return {"N": int(N), "d": int(d), "heads": int(heads), "causal": causal,
             "backward": backward, "Ps": [int(P) for P in Ps], "rows": r}
 
 
 def text(N: int, d: int, Ps, *, heads: int = 1, causal: bool = False,
-         backward: bool = False, table: list | None = None) -> str:
+         backward: bool = False, table: list | None = None, names=None) -> str:
     """The plain-text table of :func:`rows` (or of the given ``table`` of them): one line per
     ``P`` and algorithm, ``*`` after the least traffic at each ``P``, ``—`` where an algorithm
     does not apply (with the reason). The bound is printed rounded down (the words received
@@ -149,7 +177,7 @@ def text(N: int, d: int, Ps, *, heads: int = 1, causal: bool = False,
            all_to_all            —   does not apply: needs H ≥ P
            grid            524,288*    262,144         1      792,576     108,583            2.41
     """
-    table = rows(N, d, Ps, heads=heads, causal=causal, backward=backward) \
+    table = rows(N, d, Ps, heads=heads, causal=causal, backward=backward, names=names) \
         if table is None else table
     cols = ["traffic", "received", "messages", "memory", "bound"] + (["balance"] if causal else [])
     what = ", ".join(["backward pass" if backward else "forward pass"]

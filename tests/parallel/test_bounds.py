@@ -7,7 +7,7 @@ from math import sqrt
 import pytest
 
 from ioattn.parallel import bounds, cost
-from ioattn.parallel.costs import ALGORITHMS, BACKWARD
+from ioattn.parallel.costs import NAMES, SCHEMES, WITH_BACKWARD
 
 
 def test_rows_needed_for_F_scores():
@@ -57,25 +57,38 @@ GRID = [(N, d, P, H) for N in (64, 257, 1024) for d in (1, 8, 64) for P in range
         for H in (1, 4, 32) if N >= P]
 
 
+def _shapes(name, P, H):
+    """The processor shapes to try: every ``P_u x P_r`` with ``P_u <= H`` for USP."""
+    if name not in ("usp", "usp_zigzag"):
+        return [None]
+    return [(P_u, P // P_u) for P_u in range(1, min(P, H) + 1) if P % P_u == 0]
+
+
 def every_cost(causal):
-    """(N, d, P, H, name, backward, cost) for every algorithm that applies on GRID."""
+    """(N, d, P, H, name, backward, cost) for every algorithm (the four and the schemes run in
+    practice, USP at every shape) that applies on GRID."""
     for N, d, P, H in GRID:
-        for name in ALGORITHMS:
+        for name in NAMES:
             for backward in (False, True):
-                if (name == "all_to_all" and H < P) or (backward and name not in BACKWARD):
+                if (name == "all_to_all" and H < P) or (backward and name not in WITH_BACKWARD):
                     continue
-                yield N, d, P, H, name, backward, cost(name, N, d, P, heads=H, causal=causal,
-                                                       backward=backward)
+                for shape in _shapes(name, P, H):
+                    yield N, d, P, H, name, backward, cost(name, N, d, P, heads=H,
+                                                           causal=causal, backward=backward,
+                                                           grid=shape)
 
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_no_algorithm_receives_less_than_the_bounds(causal):
-    checked = 0
+    checked, by_name = 0, dict.fromkeys(NAMES, 0)
     for N, d, P, H, name, backward, c in every_cost(causal):
         bound = bounds.lower_bound(N, d, P, c.max_memory, heads=H, causal=causal)
         assert c.max_received >= bound, (name, N, d, P, H, backward)
         checked += 1
+        by_name[name] += 1
     assert checked > 4000
+    # the schemes run in practice alone: more than 4,000 cases, each of them in hundreds
+    assert sum(by_name[n] for n in SCHEMES) > 4000 and min(by_name[n] for n in SCHEMES) > 800
 
 
 def test_the_bounds_are_nearly_attained():

@@ -7,17 +7,26 @@ import pytest
 
 from ioattn.parallel import cost, layout
 from ioattn.parallel.bounds import scores
-from ioattn.parallel.costs import ALGORITHMS, BACKWARD, LAYOUT, check, pairs, sweep
+from ioattn.parallel.costs import (
+    ALGORITHMS,
+    BACKWARD,
+    LAYOUT,
+    NAMES,
+    WITH_BACKWARD,
+    check,
+    pairs,
+    sweep,
+)
 
 SMALL = [(N, P) for N in range(1, 21) for P in range(1, N + 1)]
 
 
 def _applies(name, P, H, backward):
-    return (name != "all_to_all" or H >= P) and (not backward or name in BACKWARD)
+    return (name != "all_to_all" or H >= P) and (not backward or name in WITH_BACKWARD)
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("layout_name", layout.LAYOUTS)
+@pytest.mark.parametrize("layout_name", ["contiguous", "striped"])
 def test_pairs_closed_forms_equal_the_definition_for_every_small_case(layout_name, causal):
     from ioattn.parallel.costs import _contiguous_pairs, _striped_pairs
     closed = _striped_pairs if layout_name == "striped" else _contiguous_pairs
@@ -33,13 +42,17 @@ def test_layouts_share_the_rows_exactly_once():
         for name in layout.LAYOUTS:
             r = layout.rows(N, P, name)
             assert sorted(np.concatenate(r).tolist()) == list(range(N))
-            assert [len(x) for x in r] == layout.shares(N, P).tolist()
+            assert [len(x) for x in r] == layout.sizes(N, P, name).tolist()
+            # the bounds assume no processor starts with more than ceil(N / P) rows
+            assert max(len(x) for x in r) == -(-N // P) and min(len(x) for x in r) >= 1
+            assert all((np.diff(x) > 0).all() for x in r)
+        assert layout.sizes(N, P).tolist() == layout.shares(N, P).tolist()
 
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_every_score_is_computed_once_and_every_word_sent_is_received(causal):
     for (N, P), H in itertools.product(SMALL, (1, 3)):
-        for name in ALGORITHMS:
+        for name in NAMES:
             for backward in (False, True):
                 if not _applies(name, P, H, backward):
                     continue
@@ -147,7 +160,14 @@ def test_sweep_marks_what_does_not_apply():
     (("ring", 3, 2, 4), {}, "N = 3 < P = 4"),
     (("grid", 8, 2, 2), {"backward": True}, "no backward pass"),
     (("all_to_all", 8, 2, 4), {"heads": 2}, "heads >= P"),
-    (("ring", 8, 2, 4), {"grid": (2, 2)}, "option of 'grid' only"),
+    (("ring", 8, 2, 4), {"grid": (2, 2)}, "option of 'grid', 'usp', 'usp_zigzag' only"),
+    (("zigzag", 8, 2, 4), {"grid": (2, 2)}, "option of 'grid', 'usp', 'usp_zigzag' only"),
+    (("usp_zigzag", 8, 2, 4), {"grid": (4, 1), "heads": 3}, "usp_zigzag splits the heads"),
+    (("usp", 8, 2, 4), {"grid": (4, 1), "heads": 2}, "heads >= P_u; got heads = 2"),
+    (("usp", 8, 2, 4), {"grid": (2, 3), "heads": 2}, "not P = 4"),
+    (("usp", 8, 2, 4), {"grid": 2}, r"a pair \(P_u, P_r\)"),
+    (("usp", 8, 2, 2), {"backward": True}, "no backward pass"),
+    (("all_gather", 8, 2, 2), {"backward": True}, "no backward pass"),
     (("grid", 8, 2, 4), {"grid": (3, 2)}, "not P = 4"),
     (("ring", 8, 0, 2), {}, "d must be at least 1"),
     (("ring", 8.0, 2, 2), {}, "N must be an integer"),
@@ -169,3 +189,5 @@ def test_check_returns_the_default_grid():
     with pytest.raises(TypeError, match="d must be an integer"):
         layout.grid_shape(8, 2.0)
     assert LAYOUT["striped"] == "striped"
+    assert check("usp", 16, 2, 8, heads=4)[-1] == (4, 2) == layout.usp_shape(8, 4)
+    assert set(LAYOUT) == set(NAMES) and set(BACKWARD) < set(WITH_BACKWARD) <= set(NAMES)

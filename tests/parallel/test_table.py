@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from ioattn.parallel import ALGORITHMS, BACKWARD, bounds, cost
+from ioattn.parallel import ALGORITHMS, BACKWARD, NAMES, SCHEMES, WITH_BACKWARD, bounds, cost
 from ioattn.parallel.table import TITLES, data, fewest, rows, text, why_not
 
 PS = [1, 2, 3, 4, 8, 16, 32]
@@ -65,7 +65,11 @@ def test_why_not():
     assert why_not("all_to_all", 4096, 8, heads=8) is None
     with pytest.raises(ValueError, match="unknown parallel algorithm 'rng'"):
         why_not("rng", 4096, 8)
-    assert set(TITLES) == set(ALGORITHMS)
+    assert set(TITLES) == set(NAMES)
+    assert why_not("usp", 4096, 64, heads=16) is None                 # 16 x 4 fits the heads
+    assert why_not("zigzag", 4096, 8, backward=True) is None
+    assert why_not("all_gather", 4096, 8, backward=True) == "no backward pass"
+    assert why_not("usp", 4, 8) == "needs N ≥ P"
 
 
 def test_bad_input_is_refused_clearly():
@@ -132,3 +136,62 @@ def test_columns_stay_apart_at_any_size():
             assert int(fields[4].replace(",", "")) == r["memory"]
         ends = {len(line) for line in lines}
         assert len(ends) == 1, "the last column is not aligned"
+
+
+@pytest.mark.parametrize("heads, causal, backward", [(4, False, False), (16, True, False),
+                                                     (2, True, True)])
+def test_rows_of_the_schemes_run_in_practice(heads, causal, backward):
+    N, d = 1000, 16
+    table = rows(N, d, PS, heads=heads, causal=causal, backward=backward, names=NAMES)
+    assert [(r["P"], r["name"]) for r in table] == [(P, n) for P in PS for n in NAMES]
+    # the four keep the rows they have without the schemes (only the star can move)
+    four = rows(N, d, PS, heads=heads, causal=causal, backward=backward)
+    strip = [{k: v for k, v in r.items() if k != "fewest"} for r in four]
+    assert [{k: v for k, v in r.items() if k != "fewest"} for r in table
+            if r["name"] in ALGORITHMS] == strip
+    for r in table:
+        if r["name"] not in SCHEMES:
+            continue
+        applies = r["name"] in WITH_BACKWARD or not backward
+        assert r["applies"] is applies
+        if applies:
+            c = cost(r["name"], N, d, r["P"], heads=heads, causal=causal, backward=backward)
+            assert (r["traffic"], r["received"], r["memory"], r["balance"]) == \
+                (c.max_traffic, c.max_received, c.max_memory, c.balance)
+            assert r["received"] >= r["bound"]
+    if causal and not backward:
+        # zigzag ring attention and all-gather balance the causal work; the ring does not
+        at8 = {r["name"]: r for r in table if r["P"] == 8}
+        assert at8["zigzag"]["balance"] > 0.99 and at8["all_gather"]["balance"] > 0.99
+        assert at8["ring"]["balance"] < 0.6
+    out = text(N, d, PS, heads=heads, causal=causal, backward=backward, names=NAMES)
+    assert all(n in out for n in SCHEMES)
+
+
+def test_usp_has_the_least_traffic_beyond_the_heads():
+    # H = 16, P = 64: all-to-all does not apply, USP (16 x 4, with either ring) moves the fewest
+    table = rows(4096, 64, [64], heads=16, names=NAMES)
+    assert [r["name"] for r in table if r["fewest"]] == ["usp", "usp_zigzag"]
+
+
+@pytest.mark.parametrize("names, error, message", [
+    (["ring", "tree"], ValueError, "unknown parallel algorithm 'tree'"),
+    ([], ValueError, "at least one"),
+    (["ring", "ring"], ValueError, "at most once"),
+    ("ring", TypeError, "a sequence of algorithm names"),
+])
+def test_bad_names_are_refused(names, error, message):
+    with pytest.raises(error, match=message):
+        rows(64, 4, [2], names=names)
+
+
+def test_the_command_lists_the_schemes(capsys):
+    from ioattn.cli import main
+
+    assert main(["parallel", "--N", "4096", "--d", "64", "--heads", "16", "--P", "4,64",
+                 "--causal", "--schemes"]) == 0
+    out = capsys.readouterr().out
+    assert out == text(4096, 64, [4, 64], heads=16, causal=True, names=NAMES) + "\n"
+    assert main(["parallel", "--N", "4096", "--d", "64", "--P", "4"]) == 0
+    plain = capsys.readouterr().out
+    assert "zigzag" not in plain and "usp" not in plain and "grid" in plain

@@ -1,0 +1,230 @@
+"""The schemes run in practice (zigzag ring attention, the all-gather of K, V, Ulysses x ring and
+Ulysses x zigzag ring):
+their closed forms against the definitions over every small case, their reductions to the ring
+and to all-to-all, and the causal balance that is the point of the zigzag layout."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from ioattn.parallel import cost, layout
+from ioattn.parallel.bounds import scores
+from ioattn.parallel.costs import SCHEMES, pairs
+
+SMALL = [(N, P) for N in range(1, 21) for P in range(1, N + 1)]
+
+
+def _usp_shapes(P, H):
+    return [(P_u, P // P_u) for P_u in range(1, min(P, H) + 1) if P % P_u == 0]
+
+
+def test_zigzag_layout_holds_chunk_p_and_chunk_2P_minus_1_minus_p():
+    assert [r.tolist() for r in layout.rows(8, 2, "zigzag")] == [[0, 1, 6, 7], [2, 3, 4, 5]]
+    assert [r.tolist() for r in layout.rows(10, 2, "zigzag")] == [[0, 1, 2, 8, 9],
+                                                                   [3, 4, 5, 6, 7]]
+    for N, P in SMALL:
+        o = layout.offsets(N, 2 * P)
+        for p, r in enumerate(layout.rows(N, P, "zigzag")):
+            a, b = layout.chunks(p, P)
+            assert r.tolist() == list(range(o[a], o[a + 1])) + list(range(o[b], o[b + 1]))
+    with pytest.raises(ValueError, match="layout must be one of contiguous, striped, zigzag"):
+        layout.sizes(8, 2, "spiral")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_work_of_every_step_is_the_definition(causal):
+    # work[p, s]: the pairs between the rows processor p holds and the rows of the block it holds
+    for (N, P), H in itertools.product(SMALL, (1, 2)):
+        zig = layout.rows(N, P, "zigzag")
+        c = cost("zigzag", N, 2, P, heads=H, causal=causal)
+        want = [[H * pairs(zig[p], zig[(p - s) % P], causal) for s in range(P)]
+                for p in range(P)]
+        assert c.work.tolist() == want, (N, P)
+        g = cost("all_gather", N, 2, P, heads=H, causal=causal)
+        assert g.work.tolist() == [[H * pairs(zig[p], np.arange(N), causal)] for p in range(P)]
+        con = layout.rows(N, P)
+        for P_u, P_r in _usp_shapes(P, H):
+            u = cost("usp", N, 2, P, heads=H, causal=causal, grid=(P_u, P_r))
+            h = layout.shares(H, P_u)
+            block = [np.concatenate(con[g * P_u:(g + 1) * P_u]) for g in range(P_r)]
+            assert u.work.tolist() == [[int(h[p % P_u]) * pairs(block[p // P_u],
+                                                                 block[(p // P_u - s) % P_r],
+                                                                 causal)
+                                        for s in range(P_r)] for p in range(P)], (N, P, P_u)
+            assert u.total_work == H * scores(N, causal)
+            z = cost("usp_zigzag", N, 2, P, heads=H, causal=causal, grid=(P_u, P_r))
+            mine = layout.group_rows(N, (P_u, P_r))
+            zblock = [np.concatenate(mine[g * P_u:(g + 1) * P_u]) for g in range(P_r)]
+            assert z.work.tolist() == [[int(h[p % P_u]) * pairs(zblock[p // P_u],
+                                                                 zblock[(p // P_u - s) % P_r],
+                                                                 causal)
+                                        for s in range(P_r)] for p in range(P)], (N, P, P_u)
+
+
+def test_group_rows_share_the_rows_and_reduce_to_the_contiguous_and_zigzag_layouts():
+    for N, P in SMALL:
+        for P_u in (u for u in range(1, P + 1) if P % u == 0):
+            got = layout.group_rows(N, (P_u, P // P_u))
+            assert sorted(np.concatenate(got).tolist()) == list(range(N))
+            assert [len(x) for x in got] == layout.group_sizes(N, (P_u, P // P_u)).tolist()
+            assert max(len(x) for x in got) <= -(-N // P) and min(len(x) for x in got) >= 1
+        as_list = [[r.tolist() for r in rs] for rs in (layout.group_rows(N, (P, 1)),
+                                                        layout.rows(N, P),
+                                                        layout.group_rows(N, (1, P)),
+                                                        layout.rows(N, P, "zigzag"))]
+        assert as_list[0] == as_list[1] and as_list[2] == as_list[3], (N, P)
+
+
+def test_zigzag_moves_the_ring_words_on_its_shares():
+    n = layout.sizes(10, 4, "zigzag").tolist()            # chunks 2,2,1,1,1,1,1,1: 3,3,2,2
+    assert n == [3, 3, 2, 2]
+    c = cost("zigzag", 10, 3, 4, heads=2)
+    nxt = n[1:] + n[:1]
+    assert c.sent.tolist() == [2 * 3 * 2 * (10 - x) for x in nxt]
+    assert c.received.tolist() == [2 * 3 * 2 * (10 - x) for x in n]
+    assert c.messages.tolist() == [3] * 4
+    b = cost("zigzag", 10, 3, 4, heads=2, backward=True)
+    assert b.received.tolist() == [4 * 6 * (10 - x) + 2 * 6 * x for x in n]
+    assert b.messages.tolist() == [4] * 4
+    # where the zigzag shares are the contiguous ones, every word, message and buffer is the ring's
+    for N, P in SMALL:
+        if layout.sizes(N, P, "zigzag").tolist() == layout.shares(N, P).tolist():
+            for backward in (False, True):
+                z, r = (cost(name, N, 3, P, backward=backward) for name in ("zigzag", "ring"))
+                for f in ("sent", "received", "messages", "memory"):
+                    assert np.array_equal(getattr(z, f), getattr(r, f)), (N, P, f)
+
+
+@pytest.mark.parametrize("P, ring_balance, critical_ratio", [(4, 0.571, 1.75), (8, 0.533, 1.875)])
+def test_zigzag_balances_the_causal_ring(P, ring_balance, critical_ratio):
+    # N a multiple of 2P: every step of every processor computes exactly as many scores
+    N, d = 4096, 64
+    ring, zig = (cost(name, N, d, P, causal=True) for name in ("ring", "zigzag"))
+    assert (ring.traffic == zig.traffic).all() and (ring.memory == zig.memory).all()
+    c = N // (2 * P)
+    steps = zig.work
+    assert (steps[:, 1:] == 2 * c * c).all()                       # every other block: n^2 / 2
+    assert (steps[:, 0] == 2 * c * c + c).all()                    # its own: two triangles, c^2
+    assert zig.balance == 1.0
+    assert round(ring.balance, 3) == ring_balance
+    assert ring.critical_work / zig.critical_work == pytest.approx(critical_ratio, rel=2e-3)
+    # the ring's last processor computes 2P - 1 times as many scores as its first
+    assert ring.work.sum(axis=1)[-1] / ring.work.sum(axis=1)[0] == pytest.approx(
+        2 * P - 1, rel=1e-2)
+
+
+def test_all_gather_formulas_and_memory():
+    N, d, P, H = 37, 5, 4, 3
+    n = layout.sizes(N, P, "zigzag").tolist()
+    c = cost("all_gather", N, d, P, heads=H, causal=True)
+    assert c.sent.tolist() == [2 * d * H * x * (P - 1) for x in n]
+    assert c.received.tolist() == [2 * d * H * (N - x) for x in n]
+    assert c.messages.tolist() == [P - 1] * P
+    assert c.memory.tolist() == [(4 * d + 2) * H * x + 2 * d * H * (N - x) for x in n]
+    # it holds the whole K, V where the ring holds two blocks: 2dH n (P - 3) words more from
+    # P = 3 on; with equal shares its traffic is the ring's, in one round of messages
+    for P in (2, 3, 4, 8, 16, 64):
+        N = 64 * P
+        g, r = cost("all_gather", N, 64, P), cost("ring", N, 64, P)
+        assert g.max_memory - r.max_memory == 2 * 64 * 64 * (P - 1 - min(P - 1, 2)), P
+        assert g.max_traffic == r.max_traffic and g.max_memory > 2 * 64 * N
+
+
+def test_usp_formulas():
+    N, d, H = 23, 3, 5
+    P_u, P_r = 2, 3
+    n = layout.shares(N, 6).tolist()
+    h = layout.shares(H, P_u).tolist()
+    c = cost("usp", N, d, 6, heads=H, grid=(P_u, P_r))
+    assert c.grid == (P_u, P_r)
+    for p in range(6):
+        r, u = divmod(p, P_u)
+        N_r = n[2 * r] + n[2 * r + 1]
+        N_next = n[2 * ((r + 1) % 3)] + n[2 * ((r + 1) % 3) + 1]
+        assert c.sent[p] == 3 * d * n[p] * (H - h[u]) + d * h[u] * (N_r - n[p]) \
+            + 2 * d * h[u] * (N - N_next)
+        assert c.received[p] == 3 * d * h[u] * (N_r - n[p]) + d * n[p] * (H - h[u]) \
+            + 2 * d * h[u] * (N - N_r)
+        assert c.messages[p] == 2 * (P_u - 1) + (P_r - 1)
+
+
+def test_usp_reduces_to_all_to_all_and_to_the_ring():
+    for (N, P), H, causal in itertools.product(SMALL, (1, 3, 20), (False, True)):
+        if H >= P:
+            a = cost("all_to_all", N, 4, P, heads=H, causal=causal)
+            u = cost("usp", N, 4, P, heads=H, causal=causal, grid=(P, 1))
+            for f in ("sent", "received", "messages", "memory", "work"):
+                assert np.array_equal(getattr(a, f), getattr(u, f)), (N, P, H, f)
+        r = cost("ring", N, 4, P, heads=H, causal=causal)
+        u = cost("usp", N, 4, P, heads=H, causal=causal, grid=(1, P))
+        for f in ("sent", "received", "messages", "work"):
+            assert np.array_equal(getattr(r, f), getattr(u, f)), (N, P, H, f)
+        # its memory is the ring's and the copy of its block of K, V out of the packed Q, K, V
+        # (at P = 1, 1 x 1 is all-to-all's, checked above)
+        if P > 1:
+            assert np.array_equal(u.memory, r.memory + 2 * 4 * H * layout.shares(N, P)), (N, P)
+
+
+def test_usp_with_the_zigzag_ring_reduces_to_all_to_all_and_to_zigzag():
+    for (N, P), H, causal in itertools.product(SMALL, (1, 3, 20), (False, True)):
+        if H >= P:
+            a = cost("all_to_all", N, 4, P, heads=H, causal=causal)
+            u = cost("usp_zigzag", N, 4, P, heads=H, causal=causal, grid=(P, 1))
+            for f in ("sent", "received", "messages", "memory", "work"):
+                assert np.array_equal(getattr(a, f), getattr(u, f)), (N, P, H, f)
+        z = cost("zigzag", N, 4, P, heads=H, causal=causal)
+        u = cost("usp_zigzag", N, 4, P, heads=H, causal=causal, grid=(1, P))
+        for f in ("sent", "received", "messages", "work"):
+            assert np.array_equal(getattr(z, f), getattr(u, f)), (N, P, H, f)
+
+
+@pytest.mark.parametrize("P, plain, critical_ratio", [(32, 0.667, 1.5), (64, 0.571, 1.75)])
+def test_usp_with_the_zigzag_ring_balances_the_causal_mask(P, plain, critical_ratio):
+    # H = 16 heads: 16 x 2 and 16 x 4; the same words, and the zigzag ring keeps every step even
+    N, d, H = 4096, 64, 16
+    u, z = (cost(name, N, d, P, heads=H, causal=True) for name in ("usp", "usp_zigzag"))
+    assert u.grid == z.grid == (16, P // 16)
+    assert (u.traffic == z.traffic).all() and (u.memory == z.memory).all()
+    assert z.balance == 1.0 and round(u.balance, 3) == plain
+    assert u.critical_work / z.critical_work == pytest.approx(critical_ratio, rel=1e-3)
+
+
+def test_usp_lifts_the_head_limit_of_all_to_all():
+    # 16 heads on 64 processors: all-to-all cannot run; USP 16 x 4 moves fewer words than the ring
+    # and than the grid
+    N, d, H, P = 4096, 64, 16, 64
+    u = cost("usp", N, d, P, heads=H)
+    assert u.grid == (16, 4)
+    with pytest.raises(ValueError, match="heads >= P"):
+        cost("all_to_all", N, d, P, heads=H)
+    assert u.max_traffic < cost("grid", N, d, P, heads=H).max_traffic \
+        < cost("ring", N, d, P, heads=H).max_traffic
+    # every shape at N = 4096: more head groups, fewer words (until the heads run out)
+    shapes = _usp_shapes(P, H)
+    traffic = [cost("usp", N, d, P, heads=H, grid=g).max_traffic for g in shapes]
+    assert traffic == sorted(traffic, reverse=True) and shapes[-1] == (16, 4)
+
+
+def test_schemes_do_not_overflow():
+    N, d, H = 10 ** 9, 64, 16
+    for name in SCHEMES:
+        for P in (1, 2, 3, 4, 16):
+            for causal in (False, True):
+                c = cost(name, N, d, P, heads=H, causal=causal)
+                assert c.total_work == H * scores(N, causal), (name, P, causal)
+                assert c.sent.sum() == c.received.sum()
+                assert all(isinstance(int(x), int) for x in c.work.ravel())
+    c = cost("zigzag", N, d, 4, heads=H, causal=True)
+    q = N // 8
+    assert c.critical_work == H * ((2 * q * q + q) + 3 * 2 * q * q)
+
+
+def test_sweep_takes_the_schemes():
+    from ioattn.parallel import NAMES, sweep
+
+    s = sweep(4096, 64, [4, 64], heads=16, causal=True, names=NAMES)
+    assert list(s) == list(NAMES)
+    assert s["all_to_all"][1] is None and s["usp"][1].grid == (16, 4)
+    assert s["usp"][1].max_traffic == s["usp_zigzag"][1].max_traffic
+    assert list(sweep(64, 4, [2])) == ["ring", "striped", "all_to_all", "grid"]
