@@ -41,7 +41,11 @@ GPU_COLORS = {"T4": "#2ca02c", "A100": "#ff7f0e", "H100": "#9467bd", "H200": "#8
 PARALLEL_STYLE = {"ring": dict(color="#6a3d9a", marker="o"),
                   "striped": dict(color="#7cb342", marker="v"),
                   "all_to_all": dict(color="#0f8b8d", marker="s"),
-                  "grid": dict(color="#c2185b", marker="D")}
+                  "grid": dict(color="#c2185b", marker="D"),
+                  "zigzag": dict(color="#e65100", marker="^"),
+                  "all_gather": dict(color="#5d4037", marker="P"),
+                  "usp": dict(color="#1565c0", marker="X"),
+                  "usp_zigzag": dict(color="#00838f", marker="*")}
 
 #: How the prose and the readouts name each algorithm.
 TITLES = {"flash": "FlashAttention", "square_tiling": "square tiling",
