@@ -16,7 +16,7 @@ import pytest
 from ioattn.teach import jail, sandbox
 from ioattn.teach.grade import grade
 
-from .helpers import CHEATS, notebook, solution
+from .helpers import CHEATS, cheat_cells, notebook, solution
 from .test_protocol_attacks import EXPECT as PROTOCOL_EXPECT
 
 SEED, STUDENT = 7, "ada"
@@ -96,18 +96,8 @@ KNOWN = {} if sandbox.abi() or not jail.bwrap() else {
 
 
 def cells_of(stem: str) -> list[str]:
-    """The notebook cells of ``cheats/<stem>.py``."""
-    cells, current = [], []
-    for line in (CHEATS / f"{stem}.py").read_text().splitlines():
-        if line.startswith("# %%"):
-            cells.append("\n".join(current))
-            current = []
-            if line.strip() == "# %% solution":
-                cells.append(solution("matmul"))
-            continue
-        current.append(line)
-    cells.append("\n".join(current))
-    return [c for c in cells if c.strip()]
+    """The notebook cells of ``cheats/<stem>.py``, empty ones left out."""
+    return [c for c in cheat_cells(stem) if c.strip()]
 
 
 def grade_file(stem: str, folder: Path):
