@@ -19,6 +19,7 @@ from ..masks import Mask
 from ..memory import IOCount
 from . import backward as _backward
 from . import flash as _flash
+from . import flash_fa2 as _flash_fa2
 from . import square_tiling as _square_tiling
 from . import standard as _standard
 from .backend import BACKENDS, Backend, get_backend
@@ -27,7 +28,7 @@ __all__ = ["GPUBackwardResult", "GPUResult", "Launch", "KERNELS", "DTYPES", "pre
            "run_backward", "gpu_plan"]
 
 #: The algorithms with GPU kernels, and the host code that launches them.
-KERNELS = {"flash": _flash, "square_tiling": _square_tiling, "standard": _standard}
+KERNELS = {"flash": _flash, "flash_fa2": _flash_fa2, "square_tiling": _square_tiling, "standard": _standard}
 
 #: Storage precisions: float32 everywhere; float16 and bfloat16 (tensor cores, float32
 #: accumulation) for ``flash``.
@@ -150,7 +151,7 @@ def _check_arguments(name, *, M=None, block=None, dtype="float32", backend="cuda
     if M is not None:
         as_count(M, "M")
     if block is not None:
-        if name != "flash":
+        if name not in ("flash", "flash_fa2"):
             raise ValueError(f"block is an option of flash only; {name} takes its blocks from M")
         if isinstance(block, (str, bytes)) or not hasattr(block, "__len__") or len(block) != 2:
             raise TypeError(f"block must be a pair (B_r, B_c), got {block!r}")
@@ -162,14 +163,14 @@ def _check_arguments(name, *, M=None, block=None, dtype="float32", backend="cuda
                          f"got {backend!r}{suggest(backend, BACKENDS)}")
     if options and name == "flash":
         raise ValueError(f"the flash kernels take no options {sorted(options)} (variant fa2)")
-    if options:
+    if options and name != "flash_fa2":          # flash_fa2.plan refuses options
         get(name).check_options(options)
 
 
 def _check_dtype(name, dtype):
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    if dtype != "float32" and name != "flash":
+    if dtype != "float32" and name not in ("flash", "flash_fa2"):
         raise ValueError(f"dtype {dtype!r} is implemented for flash only; {name} runs in float32")
 
 
@@ -212,7 +213,7 @@ def prepare(name: str, Q, K, V, *, M: int | None = None, block=None, causal: boo
     """Everything :func:`run` does before launching; see :func:`run` for the parameters."""
     _check_arguments(name, M=M, block=block, dtype=dtype, backend=backend, scale=scale,
                      options=options, causal=causal, count_io=count_io, save_lse=save_lse)
-    if causal and name != "flash":
+    if causal and name not in ("flash", "flash_fa2"):
         raise ValueError(f"causal=True is implemented for flash only, not {name}")
     be = get_backend(backend)
     Qh = _as_heads(Q, "Q", be)

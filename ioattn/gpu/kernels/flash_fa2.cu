@@ -1,0 +1,280 @@
+// flash_fa2.cu: a FlashAttention-2-class forward [FA2, Algorithm 1 and Section 3.3] with every
+// per-row quantity in registers: Q, K, V in float16 (flash_fa2_f16_d*) or bfloat16
+// (flash_fa2_bf16_d*, sm_80 and later), products by mma.sync.m16n8k16 with float32 accumulators,
+// d = 64 (B_c = 64) or d = 128 (B_c = 32) fixed at compile time.
+//
+// Schedule (the FA2 loop order, so the counted traffic per head equals
+// ioattn.io_cost("flash", N, d, M, block=(B_r, B_c), mask=causal?, save_lse=...)):
+//   one block per query block i (B_r = 16 warps rows, rows i0 .. i0 + r - 1), looping over the
+//   heads bh = blockIdx.y, blockIdx.y + gridDim.y, ... (any batch x heads):
+//     read Q_i (r d) into shared memory as fp16(tau Q_i), then into A fragments (registers);
+//     O = 0, m = -inf, l = 0 (registers);
+//     for each key block j (causal: only j0 <= i0 + r - 1, the blocks above the diagonal are
+//     skipped): K_j, V_j (2 c d, 16-byte cp.async) into the buffer j % 2 while block j - 1 is
+//     computed; S = Q_i K_j^T (registers); columns >= N and, causal, columns > row masked to
+//     -inf; m_new = max(m, rowmax S); P = exp(S - m_new); l = exp(m - m_new) l + rowsum P;
+//     O = exp(m - m_new) O + P V_j, P taken from the S accumulators as A fragments directly;
+//     write O / l (r d) and, with save_lse, L = m + log l (r).
+//
+// Fragments (kernels/mma.cuh; g = lane >> 2, t = lane % 4): warp w owns rows 16 w .. 16 w + 15
+// of the block; an S or O accumulator tile of 8 columns holds rows g (c0, c1) and g + 8 (c2,
+// c3), columns 2t, 2t + 1, so a row's max and sum are reduced over the 4 lanes of a group by
+// __shfl_xor_sync 1 and 2. The A fragment of P for keys 16 k .. 16 k + 15 is {S[2k] c0 c1,
+// S[2k] c2 c3, S[2k + 1] c0 c1, S[2k + 1] c2 c3} rounded to 16 bits. B of K_j^T: ldmatrix
+// (non-transposed) of K rows; B of V_j: ldmatrix .trans of V rows.
+//
+// Shared memory: Q_i (B_r rows) first, then, after Q_i is in registers, over it the two
+// buffers K_j[2], V_j[2] (B_c rows each); every row holds d + 8 entries (16 bytes of pad), so
+// the 8 row addresses of an ldmatrix matrix lie 16 bytes apart modulo 128 and each 8 x 8
+// matrix is one wavefront: 2 * 2 * B_c * (d + 8) * 2 bytes (flash_fa2.py, shared_bytes).
+//
+// [FA2] T. Dao, "FlashAttention-2: faster attention with better parallelism and work
+//       partitioning", arXiv:2307.08691.
+#include "ioattn.cuh"
+
+#ifndef IOATTN_EMULATE
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#endif
+#include "mma.cuh"
+
+namespace fa2 {
+
+__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T> __device__ __forceinline__ T from_f32(float x);
+template <> __device__ __forceinline__ __half from_f32<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x)
+{
+    return __float2bfloat16_rn(x);
+}
+
+// Two floats rounded to T in one 32-bit register, `lo` in the low half.
+template <typename T>
+__device__ __forceinline__ unsigned pack(float lo, float hi)
+{
+    const T a = from_f32<T>(lo), b = from_f32<T>(hi);
+    unsigned short x, y;
+    memcpy(&x, &a, 2);
+    memcpy(&y, &b, 2);
+    return unsigned(x) | (unsigned(y) << 16);
+}
+
+struct __align__(16) chunk16 { unsigned w[4]; };
+
+// Rows 0 .. rows - 1 of a (BC x D) tile by 16-byte cp.async into `dst` (LD entries a row); the
+// rows past them zero-filled.
+template <typename T, int D, int BC, int LD>
+__device__ __forceinline__ void copy_tile(T* dst, const T* __restrict__ src, int rows)
+{
+    constexpr int per_row = D / 8;
+    for (int e = threadIdx.x; e < BC * per_row; e += blockDim.x) {
+        const int row = e / per_row, col = 8 * (e - row * per_row);
+        T* to = dst + row * LD + col;
+        if (row < rows) cp_async<16, true>(to, src + row * D + col);
+        else *reinterpret_cast<chunk16*>(to) = chunk16{{0u, 0u, 0u, 0u}};
+    }
+}
+
+template <typename T, int D, int BC>
+__device__ void forward(const T* __restrict__ Q0, const T* __restrict__ K0,
+                        const T* __restrict__ V0, float* __restrict__ O0,
+                        float* __restrict__ L0, int BH, int N, float tau, int causal,
+                        int save_lse, unsigned long long* io)
+{
+    constexpr int LD = D + 8, DK = D / 16, DT = D / 8, NT = BC / 8;
+    IOATTN_COUNTERS;
+    IOATTN_SHARED(T, smem);
+    T* sQ = smem;
+    T* sK = smem;                                      // [2][BC][LD], over sQ
+    T* sV = smem + 2 * BC * LD;                        // [2][BC][LD]
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int B_r = 16 * (blockDim.x >> 5);
+    const int i0 = blockIdx.x * B_r;
+    const int r = ioattn_min(B_r, N - i0);
+    const int last = i0 + r - 1;
+    const int blocks = causal ? ioattn_min((N + BC - 1) / BC, last / BC + 1) : (N + BC - 1) / BC;
+
+    for (long long bh = blockIdx.y; bh < BH; bh += gridDim.y) {
+        const T* Q = Q0 + bh * N * D + (long long)i0 * D;
+        const T* K = K0 + bh * N * D;
+        const T* V = V0 + bh * N * D;
+        __syncthreads();                               // the previous head is done with smem
+        for (int e = threadIdx.x; e < B_r * D; e += blockDim.x) {
+            const int row = e / D, col = e - row * D;
+            sQ[row * LD + col] = from_f32<T>(row < r ? tau * to_f32(Q[e]) : 0.f);
+        }
+        COUNT_READ((long long)r * D);
+        __syncthreads();
+        unsigned qf[DK][4];
+        #pragma unroll
+        for (int k = 0; k < DK; ++k) {
+            const int i = lane >> 3;
+            ldmatrix<4>(qf[k], sQ + (warp * 16 + (lane & 7) + 8 * (i & 1)) * LD + 16 * k + 8 * (i >> 1));
+        }
+        __syncthreads();                               // sQ is free for K_j, V_j
+
+        float o[DT][4];
+        #pragma unroll
+        for (int n = 0; n < DT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+        float m[2] = {IOATTN_NEG_INF, IOATTN_NEG_INF}, l[2] = {0.f, 0.f};
+        const int row0 = i0 + warp * 16 + g;            // this lane's rows: row0, row0 + 8
+
+        copy_tile<T, D, BC, LD>(sK, K, ioattn_min(BC, N));
+        copy_tile<T, D, BC, LD>(sV, V, ioattn_min(BC, N));
+        cp_async_commit();
+        for (int jb = 0; jb < blocks; ++jb) {
+            const int j0 = jb * BC, c = ioattn_min(BC, N - j0);
+            COUNT_READ(2LL * c * D);
+            if (jb + 1 < blocks) {                     // prefetch block jb + 1
+                const int b = (jb + 1) & 1, n1 = ioattn_min(BC, N - j0 - BC);
+                copy_tile<T, D, BC, LD>(sK + b * BC * LD, K + (long long)(j0 + BC) * D, n1);
+                copy_tile<T, D, BC, LD>(sV + b * BC * LD, V + (long long)(j0 + BC) * D, n1);
+                cp_async_commit();
+                cp_async_wait<1>();
+            } else {
+                cp_async_wait<0>();
+            }
+            __syncthreads();                           // every thread's copies of block jb
+            const T* Kj = sK + (jb & 1) * BC * LD;
+            const T* Vj = sV + (jb & 1) * BC * LD;
+
+            // S = (tau Q_i) K_j^T
+            float s[NT][4];
+            #pragma unroll
+            for (int n = 0; n < NT; ++n) {
+                s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+                #pragma unroll
+                for (int k = 0; k < DK; k += 2) {
+                    unsigned b[4];
+                    ldmatrix<4>(b, Kj + (n * 8 + (lane & 7)) * LD + 16 * k + 8 * (lane >> 3));
+                    const unsigned b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+                    mma_m16n8k16<T>(s[n], qf[k], b0, s[n]);
+                    mma_m16n8k16<T>(s[n], qf[k + 1], b1, s[n]);
+                }
+            }
+            // masks: columns >= N, and (causal) columns > row
+            if (j0 + BC > N || (causal && j0 + BC - 1 > i0 + warp * 16)) {
+                #pragma unroll
+                for (int n = 0; n < NT; ++n)
+                    #pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int col = j0 + n * 8 + 2 * t + (e & 1), q = row0 + 8 * (e >> 1);
+                        if (col >= N || (causal && col > q)) s[n][e] = IOATTN_NEG_INF;
+                    }
+            }
+            // the online softmax on rows g (h = 0) and g + 8 (h = 1)
+            float alpha[2];
+            #pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                float mx = m[h];
+                #pragma unroll
+                for (int n = 0; n < NT; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+                const float use = mx == IOATTN_NEG_INF ? 0.f : mx;   // nothing visible yet
+                alpha[h] = expf(m[h] - use);
+                m[h] = mx;
+                float sum = 0.f;
+                #pragma unroll
+                for (int n = 0; n < NT; ++n) {
+                    s[n][2 * h] = expf(s[n][2 * h] - use);
+                    s[n][2 * h + 1] = expf(s[n][2 * h + 1] - use);
+                    sum += s[n][2 * h] + s[n][2 * h + 1];
+                }
+                l[h] = alpha[h] * l[h] + sum;           // this lane's part of the row sum
+            }
+            #pragma unroll
+            for (int n = 0; n < DT; ++n) {
+                o[n][0] *= alpha[0]; o[n][1] *= alpha[0];
+                o[n][2] *= alpha[1]; o[n][3] *= alpha[1];
+            }
+            // O += P V_j, P from the accumulators
+            #pragma unroll
+            for (int k = 0; k < BC / 16; ++k) {
+                const unsigned a[4] = {pack<T>(s[2 * k][0], s[2 * k][1]),
+                                       pack<T>(s[2 * k][2], s[2 * k][3]),
+                                       pack<T>(s[2 * k + 1][0], s[2 * k + 1][1]),
+                                       pack<T>(s[2 * k + 1][2], s[2 * k + 1][3])};
+                #pragma unroll
+                for (int n = 0; n < DT; n += 2) {
+                    const int i = lane >> 3;
+                    unsigned b[4];
+                    ldmatrix<4, true>(b, Vj + (16 * k + 8 * (i & 1) + (lane & 7)) * LD + 8 * (n + (i >> 1)));
+                    const unsigned b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+                    mma_m16n8k16<T>(o[n], a, b0, o[n]);
+                    mma_m16n8k16<T>(o[n + 1], a, b1, o[n + 1]);
+                }
+            }
+            __syncthreads();                           // every warp is done with buffer jb % 2
+        }
+
+        // O / l and L = m + log l (l = 0: O = 0, L = +inf)
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            l[h] += __shfl_xor_sync(0xffffffff, l[h], 1);
+            l[h] += __shfl_xor_sync(0xffffffff, l[h], 2);
+        }
+        float* O = O0 + bh * N * D;
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int q = row0 + 8 * h;
+            if (q < N) {
+                const float inv = l[h] > 0.f ? 1.f / l[h] : 0.f;
+                #pragma unroll
+                for (int n = 0; n < DT; ++n) {
+                    O[(long long)q * D + 8 * n + 2 * t] = o[n][2 * h] * inv;
+                    O[(long long)q * D + 8 * n + 2 * t + 1] = o[n][2 * h + 1] * inv;
+                }
+                if (save_lse && t == 0)
+                    L0[bh * N + q] = l[h] > 0.f ? m[h] + logf(l[h]) : IOATTN_POS_INF;
+            }
+        }
+        COUNT_WRITE((long long)r * D);
+        if (save_lse) COUNT_WRITE(r);
+    }
+    COUNT_FLUSH(io);
+}
+
+}  // namespace fa2
+
+// Q, K, V (BH, N, d) in 16 bits; O (BH, N, d) and L (BH, N) float32. Grid (ceil(N / B_r),
+// min(BH, 65535)); 32 x warps threads (B_r = 16 warps, warps <= 4); dynamic shared memory
+// max(B_r, 4 B_c) (d + 8) 2 bytes. The bfloat16 kernels are empty below sm_80 (the host
+// refuses them there).
+extern "C" __global__ __launch_bounds__(128) void
+flash_fa2_f16_d64(const __half* __restrict__ Q, const __half* __restrict__ K,
+    const __half* __restrict__ V, float* __restrict__ O, float* __restrict__ L, int BH, int N,
+    float tau, int causal, int save_lse, unsigned long long* io)
+{
+    fa2::forward<__half, 64, 64>(Q, K, V, O, L, BH, N, tau, causal, save_lse, io);
+}
+
+extern "C" __global__ __launch_bounds__(128) void
+flash_fa2_f16_d128(const __half* __restrict__ Q, const __half* __restrict__ K,
+    const __half* __restrict__ V, float* __restrict__ O, float* __restrict__ L, int BH, int N,
+    float tau, int causal, int save_lse, unsigned long long* io)
+{
+    fa2::forward<__half, 128, 32>(Q, K, V, O, L, BH, N, tau, causal, save_lse, io);
+}
+
+extern "C" __global__ __launch_bounds__(128) void
+flash_fa2_bf16_d64(const __nv_bfloat16* __restrict__ Q, const __nv_bfloat16* __restrict__ K,
+    const __nv_bfloat16* __restrict__ V, float* __restrict__ O, float* __restrict__ L, int BH, int N,
+    float tau, int causal, int save_lse, unsigned long long* io)
+{
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+    fa2::forward<__nv_bfloat16, 64, 64>(Q, K, V, O, L, BH, N, tau, causal, save_lse, io);
+#endif
+}
+
+extern "C" __global__ __launch_bounds__(128) void
+flash_fa2_bf16_d128(const __nv_bfloat16* __restrict__ Q, const __nv_bfloat16* __restrict__ K,
+    const __nv_bfloat16* __restrict__ V, float* __restrict__ O, float* __restrict__ L, int BH, int N,
+    float tau, int causal, int save_lse, unsigned long long* io)
+{
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+    fa2::forward<__nv_bfloat16, 128, 32>(Q, K, V, O, L, BH, N, tau, causal, save_lse, io);
+#endif
+}
