@@ -49,6 +49,8 @@ LAUNCHES = {
     "standard-rows": ("standard", dict()),
     "standard-strips": ("standard", dict(M=600)),
     "flash-backward": ("backward", dict()),
+    "flash_fa2-float16": ("flash_fa2", dict(dtype="float16", causal=True, save_lse=True)),
+    "flash_fa2-bfloat16": ("flash_fa2", dict(dtype="bfloat16")),
 }
 #: The shape every launch uses: batch x heads, N (not a multiple of any block), d.
 SHAPE = (2, 100, 64)

@@ -73,11 +73,16 @@ FORWARD = [
      {"square_tiling_scores", "square_tiling_output"}),
     ("standard", (1, 45, 16), {"M": 400}, {"standard_product", "standard_softmax_rows"}),
     ("standard", (1, 45, 16), {"M": 30}, {"standard_product", "standard_softmax_strips"}),
+    ("flash_fa2", (1, 150, 64), {"dtype": "float16", "block": (32, 64)}, {"flash_fa2_f16_d64"}),
+    ("flash_fa2", (2, 70, 128), {"dtype": "float16"}, {"flash_fa2_f16_d128"}),
+    ("flash_fa2", (1, 75, 64), {"dtype": "bfloat16"}, {"flash_fa2_bf16_d64"}),
+    ("flash_fa2", (1, 40, 128), {"dtype": "bfloat16", "block": (16, 32)},
+     {"flash_fa2_bf16_d128"}),
 ]
 CASES = [pytest.param(*case, causal, id=f"{case[0]}-{case[2].get('dtype', 'float32')}-{i}"
                       f"-{'causal' if causal else 'dense'}")
          for i, case in enumerate(FORWARD) for causal in (False, True)
-         if not causal or case[0] == "flash"]
+         if not causal or case[0] in ("flash", "flash_fa2")]
 # (shape, options): several K/V and query blocks with ragged last ones; one block of each.
 BACKWARD = [((1, 45, 16), {"block": (7, 12)}), ((1, 37, 32), {"M": 2500})]
 BACKWARD_KERNELS = {"flash_backward_preprocess", "flash_backward"}

@@ -43,7 +43,10 @@ namespace fa2 {
 __device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
 __device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 template <typename T> __device__ __forceinline__ T from_f32(float x);
-template <> __device__ __forceinline__ __half from_f32<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __half from_f32<__half>(float x)
+{
+    return __float2half_rn(x);
+}
 template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x)
 {
     return __float2bfloat16_rn(x);
@@ -76,8 +79,12 @@ __device__ __forceinline__ void copy_tile(T* dst, const T* __restrict__ src, int
     }
 }
 
+}  // namespace fa2
+
+// One block's work (the schedule of the header); outside the namespace, so that the dynamic
+// shared array keeps its unmangled name ioattn_smem_.
 template <typename T, int D, int BC>
-__device__ void forward(const T* __restrict__ Q0, const T* __restrict__ K0,
+__device__ void flash_fa2_forward(const T* __restrict__ Q0, const T* __restrict__ K0,
                         const T* __restrict__ V0, float* __restrict__ O0,
                         float* __restrict__ L0, int BH, int N, float tau, int causal,
                         int save_lse, unsigned long long* io)
@@ -103,7 +110,7 @@ __device__ void forward(const T* __restrict__ Q0, const T* __restrict__ K0,
         __syncthreads();                               // the previous head is done with smem
         for (int e = threadIdx.x; e < B_r * D; e += blockDim.x) {
             const int row = e / D, col = e - row * D;
-            sQ[row * LD + col] = from_f32<T>(row < r ? tau * to_f32(Q[e]) : 0.f);
+            sQ[row * LD + col] = fa2::from_f32<T>(row < r ? tau * fa2::to_f32(Q[e]) : 0.f);
         }
         COUNT_READ((long long)r * D);
         __syncthreads();
@@ -111,7 +118,8 @@ __device__ void forward(const T* __restrict__ Q0, const T* __restrict__ K0,
         #pragma unroll
         for (int k = 0; k < DK; ++k) {
             const int i = lane >> 3;
-            ldmatrix<4>(qf[k], sQ + (warp * 16 + (lane & 7) + 8 * (i & 1)) * LD + 16 * k + 8 * (i >> 1));
+            const int row = warp * 16 + (lane & 7) + 8 * (i & 1);
+            ldmatrix<4>(qf[k], sQ + row * LD + 16 * k + 8 * (i >> 1));
         }
         __syncthreads();                               // sQ is free for K_j, V_j
 
@@ -121,16 +129,16 @@ __device__ void forward(const T* __restrict__ Q0, const T* __restrict__ K0,
         float m[2] = {IOATTN_NEG_INF, IOATTN_NEG_INF}, l[2] = {0.f, 0.f};
         const int row0 = i0 + warp * 16 + g;            // this lane's rows: row0, row0 + 8
 
-        copy_tile<T, D, BC, LD>(sK, K, ioattn_min(BC, N));
-        copy_tile<T, D, BC, LD>(sV, V, ioattn_min(BC, N));
+        fa2::copy_tile<T, D, BC, LD>(sK, K, ioattn_min(BC, N));
+        fa2::copy_tile<T, D, BC, LD>(sV, V, ioattn_min(BC, N));
         cp_async_commit();
         for (int jb = 0; jb < blocks; ++jb) {
             const int j0 = jb * BC, c = ioattn_min(BC, N - j0);
             COUNT_READ(2LL * c * D);
             if (jb + 1 < blocks) {                     // prefetch block jb + 1
                 const int b = (jb + 1) & 1, n1 = ioattn_min(BC, N - j0 - BC);
-                copy_tile<T, D, BC, LD>(sK + b * BC * LD, K + (long long)(j0 + BC) * D, n1);
-                copy_tile<T, D, BC, LD>(sV + b * BC * LD, V + (long long)(j0 + BC) * D, n1);
+                fa2::copy_tile<T, D, BC, LD>(sK + b * BC * LD, K + (long long)(j0 + BC) * D, n1);
+                fa2::copy_tile<T, D, BC, LD>(sV + b * BC * LD, V + (long long)(j0 + BC) * D, n1);
                 cp_async_commit();
                 cp_async_wait<1>();
             } else {
@@ -193,15 +201,16 @@ __device__ void forward(const T* __restrict__ Q0, const T* __restrict__ K0,
             // O += P V_j, P from the accumulators
             #pragma unroll
             for (int k = 0; k < BC / 16; ++k) {
-                const unsigned a[4] = {pack<T>(s[2 * k][0], s[2 * k][1]),
-                                       pack<T>(s[2 * k][2], s[2 * k][3]),
-                                       pack<T>(s[2 * k + 1][0], s[2 * k + 1][1]),
-                                       pack<T>(s[2 * k + 1][2], s[2 * k + 1][3])};
+                const unsigned a[4] = {fa2::pack<T>(s[2 * k][0], s[2 * k][1]),
+                                       fa2::pack<T>(s[2 * k][2], s[2 * k][3]),
+                                       fa2::pack<T>(s[2 * k + 1][0], s[2 * k + 1][1]),
+                                       fa2::pack<T>(s[2 * k + 1][2], s[2 * k + 1][3])};
                 #pragma unroll
                 for (int n = 0; n < DT; n += 2) {
                     const int i = lane >> 3;
                     unsigned b[4];
-                    ldmatrix<4, true>(b, Vj + (16 * k + 8 * (i & 1) + (lane & 7)) * LD + 8 * (n + (i >> 1)));
+                    const int key = 16 * k + 8 * (i & 1) + (lane & 7);
+                    ldmatrix<4, true>(b, Vj + key * LD + 8 * (n + (i >> 1)));
                     const unsigned b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
                     mma_m16n8k16<T>(o[n], a, b0, o[n]);
                     mma_m16n8k16<T>(o[n + 1], a, b1, o[n + 1]);
@@ -237,8 +246,6 @@ __device__ void forward(const T* __restrict__ Q0, const T* __restrict__ K0,
     COUNT_FLUSH(io);
 }
 
-}  // namespace fa2
-
 // Q, K, V (BH, N, d) in 16 bits; O (BH, N, d) and L (BH, N) float32. Grid (ceil(N / B_r),
 // min(BH, 65535)); 32 x warps threads (B_r = 16 warps, warps <= 4); dynamic shared memory
 // max(B_r, 4 B_c) (d + 8) 2 bytes. The bfloat16 kernels are empty below sm_80 (the host
@@ -248,7 +255,7 @@ flash_fa2_f16_d64(const __half* __restrict__ Q, const __half* __restrict__ K,
     const __half* __restrict__ V, float* __restrict__ O, float* __restrict__ L, int BH, int N,
     float tau, int causal, int save_lse, unsigned long long* io)
 {
-    fa2::forward<__half, 64, 64>(Q, K, V, O, L, BH, N, tau, causal, save_lse, io);
+    flash_fa2_forward<__half, 64, 64>(Q, K, V, O, L, BH, N, tau, causal, save_lse, io);
 }
 
 extern "C" __global__ __launch_bounds__(128) void
@@ -256,25 +263,25 @@ flash_fa2_f16_d128(const __half* __restrict__ Q, const __half* __restrict__ K,
     const __half* __restrict__ V, float* __restrict__ O, float* __restrict__ L, int BH, int N,
     float tau, int causal, int save_lse, unsigned long long* io)
 {
-    fa2::forward<__half, 128, 32>(Q, K, V, O, L, BH, N, tau, causal, save_lse, io);
+    flash_fa2_forward<__half, 128, 32>(Q, K, V, O, L, BH, N, tau, causal, save_lse, io);
 }
 
 extern "C" __global__ __launch_bounds__(128) void
 flash_fa2_bf16_d64(const __nv_bfloat16* __restrict__ Q, const __nv_bfloat16* __restrict__ K,
-    const __nv_bfloat16* __restrict__ V, float* __restrict__ O, float* __restrict__ L, int BH, int N,
-    float tau, int causal, int save_lse, unsigned long long* io)
+    const __nv_bfloat16* __restrict__ V, float* __restrict__ O, float* __restrict__ L, int BH,
+    int N, float tau, int causal, int save_lse, unsigned long long* io)
 {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-    fa2::forward<__nv_bfloat16, 64, 64>(Q, K, V, O, L, BH, N, tau, causal, save_lse, io);
+    flash_fa2_forward<__nv_bfloat16, 64, 64>(Q, K, V, O, L, BH, N, tau, causal, save_lse, io);
 #endif
 }
 
 extern "C" __global__ __launch_bounds__(128) void
 flash_fa2_bf16_d128(const __nv_bfloat16* __restrict__ Q, const __nv_bfloat16* __restrict__ K,
-    const __nv_bfloat16* __restrict__ V, float* __restrict__ O, float* __restrict__ L, int BH, int N,
-    float tau, int causal, int save_lse, unsigned long long* io)
+    const __nv_bfloat16* __restrict__ V, float* __restrict__ O, float* __restrict__ L, int BH,
+    int N, float tau, int causal, int save_lse, unsigned long long* io)
 {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-    fa2::forward<__nv_bfloat16, 128, 32>(Q, K, V, O, L, BH, N, tau, causal, save_lse, io);
+    flash_fa2_forward<__nv_bfloat16, 128, 32>(Q, K, V, O, L, BH, N, tau, causal, save_lse, io);
 #endif
 }
