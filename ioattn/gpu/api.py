@@ -260,7 +260,9 @@ def run(name: str, Q, K, V, *, M: int | None = None, block=None, causal: bool = 
     Parameters
     ----------
     name : str
-        ``"flash"`` (FlashAttention-2 forward), ``"square_tiling"`` (Saha-Ye Algorithm 1) or
+        ``"flash"`` (FlashAttention-2 forward), ``"flash_fa2"`` (the same schedule with ``Q_i``,
+        ``S``, ``P``, ``O_i`` in registers: float16 or bfloat16, ``d`` 64 or 128;
+        :mod:`ioattn.gpu.flash_fa2`), ``"square_tiling"`` (Saha-Ye Algorithm 1) or
         ``"standard"`` (``S`` and ``P`` materialised).
     Q, K, V : array_like
         Finite floating arrays of one shape ``(N, d)`` or ``(..., N, d)`` (batch and heads in
