@@ -26,6 +26,7 @@ CASES = {
     "standard (one pass)": ("standard", dict()),
     "standard (strips)": ("standard", dict(M=40)),
     "flash backward": ("backward", dict(block=(16, 16))),
+    "flash_fa2 float16 (registers)": ("flash_fa2", dict(dtype="float16")),
 }
 N, D = 64, 64
 

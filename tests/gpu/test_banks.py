@@ -107,7 +107,7 @@ def test_the_table_lists_every_kernel():
     assert kernels == {"flash_fwd_f32", "flash_fwd_f16", "square_tiling_scores",
                        "square_tiling_output",
                        "standard_product", "standard_softmax_rows", "standard_softmax_strips",
-                       "flash_backward_preprocess", "flash_backward"}
+                       "flash_backward_preprocess", "flash_backward", "flash_fa2_f16_d64"}
 
 
 @pytest.mark.parametrize("B_c, most", [(32, 1), (64, 1), (96, 1), (33, 1), (16, 2), (24, 2),

@@ -64,6 +64,7 @@ __device__ __forceinline__ unsigned pack(float lo, float hi)
 }
 
 struct __align__(16) chunk16 { unsigned w[4]; };
+struct __align__(8) pair { float x, y; };            // two float32 outputs, one 8-byte store
 
 // Rows 0 .. rows - 1 of a (BC x D) tile by 16-byte cp.async into `dst` (LD entries a row); the
 // rows past them zero-filled.
@@ -232,10 +233,9 @@ __device__ void flash_fa2_forward(const T* __restrict__ Q0, const T* __restrict_
             if (q < N) {
                 const float inv = l[h] > 0.f ? 1.f / l[h] : 0.f;
                 #pragma unroll
-                for (int n = 0; n < DT; ++n) {
-                    O[(long long)q * D + 8 * n + 2 * t] = o[n][2 * h] * inv;
-                    O[(long long)q * D + 8 * n + 2 * t + 1] = o[n][2 * h + 1] * inv;
-                }
+                for (int n = 0; n < DT; ++n)           // columns 2t, 2t + 1: one 8-byte store
+                    *reinterpret_cast<fa2::pair*>(O + (long long)q * D + 8 * n + 2 * t) =
+                        fa2::pair{o[n][2 * h] * inv, o[n][2 * h + 1] * inv};
                 if (save_lse && t == 0)
                     L0[bh * N + q] = l[h] > 0.f ? m[h] + logf(l[h]) : IOATTN_POS_INF;
             }
