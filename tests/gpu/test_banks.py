@@ -5,8 +5,10 @@ quarter-warps) and the 32-byte global sectors of each request, against answers c
 import numpy as np
 import pytest
 
+import ioattn
 import ioattn.gpu as gpu
 from ioattn.gpu.emulator import RawModule
+from ioattn.masks import Mask
 
 HEADER = '#include "ioattn.cuh"\n'
 
@@ -182,8 +184,8 @@ def test_the_tensor_core_tiles_are_conflict_free(rng):
     assert all(c.space == "shared" and c.wavefronts == 4 * c.requests for c in tiles), tiles
 
 
-def test_the_tensor_core_kernel_copies_K_and_V_16_bytes_a_lane():
-    # cp.async of 16 bytes a lane: a warp request moves 512 consecutive bytes of K or V (16
+def test_the_tensor_core_kernel_copies_Q_K_and_V_16_bytes_a_lane():
+    # cp.async of 16 bytes a lane: a warp request moves 512 consecutive bytes of Q, K or V (16
     # sectors), written in 4 conflict-free quarter-warp phases; one thread loading one 2-byte
     # entry a time made 8 times as many requests of 2 sectors
     from ioattn.gpu import banks
@@ -192,7 +194,36 @@ def test_the_tensor_core_kernel_copies_K_and_V_16_bytes_a_lane():
     copies = [c for c in rows if c.code.startswith("if (row < rows) cp_async")]
     (glob,) = [c for c in copies if c.space == "global"]
     (shared,) = [c for c in copies if c.space == "shared"]
-    # N = d = 64, block (32, 32): 2 query blocks x 2 key blocks x (K_j, V_j) x 32 rows x 128 bytes
-    assert glob.accesses * 16 == 2 * 2 * 2 * 32 * 128
+    # N = d = 64, block (32, 32): Q (64 rows), then 2 query blocks x 2 key blocks x (K_j, V_j)
+    # x 32 rows, of 128 bytes each
+    assert glob.accesses * 16 == 64 * 128 + 2 * 2 * 2 * 32 * 128
     assert glob.requests == shared.requests == glob.accesses // 32
     assert glob.sectors == 16 * glob.requests and shared.wavefronts == 4 * shared.requests
+
+
+def test_the_tensor_core_kernel_reads_Q_i_only_by_its_16_byte_copies(rng):
+    # ragged: N = 40 leaves the last query block 8 of its 16 rows and the last key block 8 of
+    # 16; the copy of every tile (Q_i, K_j, V_j) is the one global read site, a request per 32
+    # chunks of 8 entries (a partial chunk group one more), 2 chunks a sector
+    N, d, B = 40, 32, 16
+    Q, K, V = (rng.standard_normal((N, d)) for _ in range(3))
+    r = gpu.run("flash", Q, K, V, block=(B, B), causal=True, dtype="float16", count_io=True,
+                backend="emulator-racecheck")
+    reads = [c for c in r.accesses if c.space == "global" and not c.code.startswith(("O[", "L["))]
+    (copy,) = reads
+    assert copy.code.startswith("if (row < rows) cp_async")
+
+    def requests(rows):                     # one tile of `rows` rows, 32 chunks a request
+        return -(-rows * d // 8 // 32)
+
+    q_rows = [min(B, N - i0) for i0 in range(0, N, B)]
+    kv_rows = [min(B, N - j0) for i0, r_ in zip(range(0, N, B), q_rows)
+               for j0 in range(0, i0 + r_, B)]
+    entries = sum(q_rows) * d + 2 * sum(kv_rows) * d
+    cost = ioattn.io_cost("flash", N, d, r.plan.M, block=(B, B), mask=Mask.causal(N))
+    assert entries == r.io.reads == cost.reads == 6912
+    assert copy.accesses * 8 == entries
+    assert copy.sectors * 2 == copy.accesses
+    q_requests = sum(map(requests, q_rows))
+    assert q_requests == 5                  # one entry a lane: 40 * 32 / 32 = 40 requests
+    assert copy.requests == q_requests + 2 * sum(map(requests, kv_rows)) == 27

@@ -5,8 +5,9 @@
 // ioattn.io_cost("flash", N, d, M, block=(B_r, B_c), mask=causal?, save_lse=...):
 //
 //   one block per query block i (rows i0 .. i0 + r - 1, r = min(B_r, N - i0)):
-//     read Q_i (r d) and fold tau into it: Q_i = fp16(tau * Q_i) (scaled in float32, rounded
-//     once to the storage type); O_i = 0, m_i = -inf, l_i = 0;
+//     read Q_i (r d; 16-byte cp.async copies, copy_tile) and fold tau into it in shared
+//     memory: Q_i = fp16(tau * Q_i) (scaled in float32, rounded once to the storage type);
+//     O_i = 0, m_i = -inf, l_i = 0;
 //     for each key block j (columns j0 .. j0 + c - 1; causal: only j0 <= i0 + r - 1):
 //       read K_j, V_j (2 c d; 16-byte cp.async copies, copy_tile);
 //       S_ij = Q_i K_j^T                                  (tensor cores, float32)
@@ -55,19 +56,6 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(flo
     return __float2bfloat16_rn(x);
 }
 
-// Rows 0 .. rows - 1 of a (rows_pad x d) tile from global memory (row-major, d per row) into
-// shared memory (ld entries per row), times `scale`, rounded to T; rows rows .. rows_pad - 1
-// are zero-filled.
-template <typename T>
-__device__ __forceinline__ void load_tile(T* dst, const T* __restrict__ src, int rows,
-                                          int rows_pad, int d, int ld, float scale)
-{
-    for (int e = threadIdx.x; e < rows_pad * d; e += blockDim.x) {
-        const int row = e / d, col = e - row * d;
-        dst[row * ld + col] = from_f32<T>(row < rows ? scale * to_f32(src[e]) : 0.f);
-    }
-}
-
 // 16 bytes (8 entries) of a tile row.
 struct __align__(16) chunk16 { unsigned w[4]; };
 
@@ -86,6 +74,18 @@ __device__ __forceinline__ void copy_tile(T* dst, const T* __restrict__ src, int
         T* to = dst + row * ld + col;
         if (row < rows) cp_async<16, true>(to, src + row * d + col);
         else *reinterpret_cast<chunk16*>(to) = chunk16{{0u, 0u, 0u, 0u}};
+    }
+}
+
+// Rows 0 .. rows - 1 of a (rows x d) tile in shared memory (ld entries a row) times `scale`,
+// rounded once to T (each entry scaled in float32); shared memory only, no global traffic.
+template <typename T>
+__device__ __forceinline__ void scale_tile(T* tile, int rows, int d, int ld, float scale)
+{
+    for (int e = threadIdx.x; e < rows * d; e += blockDim.x) {
+        const int row = e / d;
+        T* x = tile + row * ld + e - row * d;
+        *x = from_f32<T>(scale * to_f32(*x));
     }
 }
 
@@ -125,8 +125,14 @@ __device__ void flash_fwd_tc(const T* __restrict__ Q, const T* __restrict__ K,
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     const int strips = B_r / 16, dk = d / 16, ck = B_c / 16;
 
-    load_tile(Q_i, Q, r, B_r, d, ldh, tau);           // Q_i = tau Q_i, in the storage type
+    // Q_i = tau Q_i in the storage type: copied 16 bytes a lane as K_j and V_j are (rows past
+    // N zero-filled; d is a multiple of 16, so every row starts 32-byte aligned), then scaled
+    // in place once every thread's copies are complete.
+    copy_tile(Q_i, Q, r, B_r, d, ldh);
+    cp_async_wait_all();
     COUNT_READ((long long)r * d);
+    __syncthreads();
+    scale_tile(Q_i, r, d, ldh, tau);                  // seen by WMMA after the loop's barrier
     for (int e = threadIdx.x; e < B_r * ldo; e += blockDim.x) O_i[e] = 0.f;
     for (int e = threadIdx.x; e < B_r; e += blockDim.x) {
         m_i[e] = IOATTN_NEG_INF;
