@@ -7,6 +7,9 @@ lane); its sectors per request the 32-byte sectors a warp's request touches (4 f
 floats). WMMA loads and stores (the tensor-core kernel's tiles), whose per-lane layout CUDA
 leaves unspecified, are counted as ldmatrix-like 16-byte row accesses, 32 lanes a request and 8
 rows a phase: 4 wavefronts a request is conflict-free, 32 is 8-way (rows of 128 or 256 bytes).
+That mapping is an assumption of the model, not a measurement: NVIDIA does not document how
+``wmma::load_matrix_sync`` and ``wmma::store_matrix_sync`` map to wavefronts, so the WMMA rows'
+wavefronts are what ldmatrix's rows would take.
 """
 
 from __future__ import annotations

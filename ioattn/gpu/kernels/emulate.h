@@ -1129,6 +1129,10 @@ void report(size_t byte, size_t start, size_t size, int earlier, int earlier_kin
 //     stride 2, 32 for stride 32; 4 for 32 consecutive float4.
 //   * global memory (an array argument): the 32-byte sectors the request's bytes touch,
 //     counted from the array's start (allocations are 256-byte aligned on a GPU).
+//   * WMMA loads and stores: an assumption, not a documented rule. NVIDIA documents neither
+//     which lane moves which entry nor how wmma::load_matrix_sync and store_matrix_sync split
+//     into wavefronts; they are counted as ldmatrix's 16-byte rows, 8 rows a phase (count_tile),
+//     so their wavefronts are this model's, not measured.
 namespace counts {
 
 struct Rec {
