@@ -22,8 +22,9 @@ which takes the strongest of these the machine allows, each where it can:
 ``IOATTN_NO_NAMESPACES`` and ``IOATTN_NO_CGROUP``, set in the grader's environment, turn the
 namespaces and the control group off (to see the fallbacks at work on a machine that has
 both). Whatever holds is measured from outside by :func:`.sandbox.observed` for the report. Landlock
-(:func:`.sandbox.confine`) still confines the process inside, and is all there is where none of
-the above is available.
+(:func:`.sandbox.confine`) and a seccomp filter (:func:`.sandbox.forbid`: no new socket of any
+family, no tracing, no namespaces) still confine the process inside, and are all there is where
+none of the above is available.
 """
 
 from __future__ import annotations

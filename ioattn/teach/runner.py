@@ -80,12 +80,13 @@ def _drop_root(uid=True) -> None:
 def _confine(config: dict) -> str:
     """Confine the process to its folder and the installed code (:mod:`.sandbox`), as the
     grader's lists in ``config`` say (``read``, ``hide``); what holds, in words."""
-    from .sandbox import confine
+    from .sandbox import confine, forbid
 
     try:
-        return confine(os.getcwd(), read=config.get("read"), hide=config.get("hide"))
+        files = confine(os.getcwd(), read=config.get("read"), hide=config.get("hide"))
     except (OSError, RuntimeError) as exc:
-        return f"no file confinement ({exc})"
+        files = f"no file confinement ({exc})"
+    return f"{files}; {forbid()}"
 
 
 #: The most characters of one cell's error that are reported.

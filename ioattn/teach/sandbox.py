@@ -24,6 +24,7 @@ notebook says of itself.
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import sysconfig
@@ -131,6 +132,39 @@ def confine(folder: str | os.PathLike, *, read=None, hide=None) -> str:
     if scoped:
         kept.append("no signals out")
     return f"Landlock ABI {version} ({', '.join(kept)})"
+
+
+#: The system calls :func:`forbid` refuses (``EPERM``): a new socket of any family (the channel
+#: to the grader is inherited, so nothing else is needed: no UDP, no pathname Unix socket, which
+#: Landlock does not cover); tracing or reading other processes; new namespaces and mounts;
+#: kernel keyrings; BPF, perf events, userfaultfd and io_uring (whose requests bypass a filter);
+#: file handles that skip path checks; loading kernels or modules.
+FORBIDDEN = ("socket", "ptrace", "process_vm_readv", "process_vm_writev", "unshare", "setns",
+             "mount", "umount2", "pivot_root", "keyctl", "add_key", "request_key", "bpf",
+             "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter",
+             "io_uring_register", "open_by_handle_at", "kexec_load", "init_module",
+             "finit_module")
+
+
+def forbid() -> str:
+    """Refuse :data:`FORBIDDEN` to this process and its future children with a seccomp filter
+    (libseccomp, through ``pyseccomp``), whatever user it runs as; every other call is allowed.
+
+    Returns what holds, in words; where libseccomp or the kernel refuses, says so and confines
+    nothing (the grader reads from outside, :func:`observed`, whether a filter holds).
+    """
+    try:
+        import pyseccomp
+    except (ImportError, OSError) as exc:
+        return f"no seccomp filter ({exc})"
+    try:
+        rules = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
+        for name in FORBIDDEN:
+            rules.add_rule(pyseccomp.ERRNO(errno.EPERM), name)
+        rules.load()
+    except Exception as exc:      # noqa: BLE001 (a ctypes binding: whatever it raises)
+        return f"no seccomp filter ({exc})"
+    return "seccomp: no new socket, no tracing, no namespaces or mounts"
 
 
 #: The namespaces :func:`observed` compares with the grader's own, and their names in reports.

@@ -160,3 +160,64 @@ def test_the_graders_answers_are_out_of_reach(tmp_path):
         assert out["read"] == "ok"
         return
     assert out == {"import": "PermissionError", "read": "PermissionError", "view": "ok"}, out
+
+
+#: Run in a fresh process: install the seccomp filter, then try each thing (and, in a child,
+#: a socket again: the filter is inherited).
+FORBID = textwrap.dedent("""
+    import ctypes, json, os, socket, sys
+    from ioattn.teach.sandbox import forbid
+
+    out = {"said": forbid()}
+
+    def attempt(name, fn):
+        try:
+            fn()
+            out[name] = "ok"
+        except OSError as exc:
+            out[name] = type(exc).__name__
+
+    attempt("udp", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close())
+    attempt("unix", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close())
+    attempt("socketpair", lambda: [s.close() for s in socket.socketpair()])
+    def trace_a_child():                    # PTRACE_ATTACH to a process of its own
+        child = os.fork()
+        if child == 0:
+            os.pause()
+        libc = ctypes.CDLL(None, use_errno=True)
+        try:
+            if libc.ptrace(16, child, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), "ptrace")
+        finally:
+            os.kill(child, 9)
+            os.waitpid(child, 0)
+    attempt("ptrace", trace_a_child)
+    pid = os.fork()
+    if pid == 0:
+        attempt("udp", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close())
+        os._exit(3 if out["udp"] == "PermissionError" else 4)
+    out["child"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    out["status"] = open("/proc/self/status").read().split("Seccomp:")[1].split()[0]
+    print(json.dumps(out))
+""")
+
+
+def test_seccomp_refuses_every_new_socket_and_the_escape_hatches():
+    """Where libseccomp is installed (the teach extra's pyseccomp over Debian's libseccomp2):
+    no socket of any family, for the process and its children; the inherited kind of channel
+    (a socket pair) still works; the grader sees the filter from outside."""
+    done = subprocess.run([sys.executable, "-c", FORBID], capture_output=True, text=True,
+                          timeout=120, env=ONE_THREAD)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["said"].startswith("seccomp: no new socket"), out
+    assert out["udp"] == out["unix"] == "PermissionError", out
+    assert out["ptrace"] == "PermissionError", out
+    assert out["child"] == 3, out                      # the child was refused too
+    assert out["socketpair"] == "ok", out
+    assert out["status"] == "2", out                  # SECCOMP_MODE_FILTER
+
+
+def test_without_libseccomp_the_report_says_so(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyseccomp", None)    # import fails
+    assert sandbox.forbid().startswith("no seccomp filter")

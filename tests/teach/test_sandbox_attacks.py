@@ -33,9 +33,20 @@ NAMESPACES = not jail.bwrap()                 # bwrap made PID, network, IPC, mo
 OWN_USER = os.geteuid() == 0                  # each notebook a user id of its own
 CGROUP = not jail.control_groups()            # memory and pids of the notebook as a whole
 LANDLOCK = sandbox.abi() > 0
+
+
+def _seccomp_holds() -> bool:
+    """Whether :func:`.sandbox.forbid` makes ``socket()`` fail here (tried in a child)."""
+    code = "import socket\nfrom ioattn.teach.sandbox import forbid\nforbid()\nsocket.socket()"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    return done.returncode != 0 and "PermissionError" in done.stderr
+
+
+SECCOMP = _seccomp_holds()                    # no new socket of any family
 COUNTED = NAMESPACES or OWN_USER              # RLIMIT_NPROC counts the notebook's alone
 LEVEL = {"namespaces": NAMESPACES, "own user": OWN_USER, "cgroup": CGROUP,
-         "landlock": LANDLOCK}
+         "landlock": LANDLOCK, "seccomp": SECCOMP}
 
 ZERO = {"q1": 0, "q2": 0, "q1_reason": "tiled_matmul is not defined",
         "q2_reason": "tiled_matmul is not defined"}
@@ -49,9 +60,12 @@ EXPECT: dict[str, dict] = {
         **FULL, "cell_error": "nothing bounded the number of processes", "survivors": True},
     "sandbox_memory_bomb": ({"error": "together they went over the memory limit"} if CGROUP
                             else {**FULL, "cell_error": "nothing bounded the memory"}),
-    "sandbox_udp_fetch": ({**ZERO, "cell_error": "ConnectionRefusedError"} if NAMESPACES
+    # seccomp refuses the socket itself, before any namespace is tried
+    "sandbox_udp_fetch": ({**ZERO, "cell_error": "PermissionError"} if SECCOMP
+                          else {**ZERO, "cell_error": "ConnectionRefusedError"} if NAMESPACES
                           else FULL),
-    "sandbox_unix_socket": ({**ZERO, "cell_error": "FileNotFoundError"} if NAMESPACES
+    "sandbox_unix_socket": ({**ZERO, "cell_error": "PermissionError"} if SECCOMP
+                            else {**ZERO, "cell_error": "FileNotFoundError"} if NAMESPACES
                             else FULL),
     "sandbox_stderr_flood": {**FULL, "cell_error": "File too large"},
     "sandbox_read_config": ({**ZERO, "cell_error": "FileNotFoundError"} if NAMESPACES
@@ -115,6 +129,7 @@ def test_the_report_says_what_held(tmp_path):
     assert "size of a file: 64 MiB" in said, said
     assert ("control group" in said) == CGROUP, said
     assert ("Landlock ABI" in said) == LANDLOCK, said
+    assert ("seccomp filter" in said) == SECCOMP, said
 
 
 @pytest.mark.parametrize("stem", ["sandbox_setsid_child", "sandbox_fork_bomb"])
@@ -134,7 +149,17 @@ def test_memory_of_all_processes_together(tmp_path):
     check(report, EXPECT["sandbox_memory_bomb"])
 
 
-def test_udp_reaches_nothing(tmp_path):
+@pytest.fixture(params=["strongest", "no namespaces"])
+def level(request, monkeypatch):
+    """Each socket attack under the strongest confinement here, and again with the namespaces
+    turned off (the fallback: Landlock and seccomp alone); what the grader must make of it."""
+    if request.param == "no namespaces":
+        monkeypatch.setenv("IOATTN_NO_NAMESPACES", "1")
+        return lambda stem: ({**ZERO, "cell_error": "PermissionError"} if SECCOMP else FULL)
+    return EXPECT.__getitem__
+
+
+def test_udp_reaches_nothing(tmp_path, level):
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as server:
         server.bind(("127.0.0.1", 0))
         port = server.getsockname()[1]
@@ -145,7 +170,7 @@ def test_udp_reaches_nothing(tmp_path):
 
         threading.Thread(target=serve, daemon=True).start()
         report = graded("sandbox_udp_fetch", tmp_path, PORT=port)
-    check(report, EXPECT["sandbox_udp_fetch"])
+    check(report, level("sandbox_udp_fetch"))
 
 
 @pytest.fixture
@@ -157,7 +182,7 @@ def open_folder():
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_a_pathname_unix_socket_reaches_nothing(tmp_path, open_folder):
+def test_a_pathname_unix_socket_reaches_nothing(tmp_path, open_folder, level):
     path = open_folder / "agent.sock"
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
         server.bind(str(path))
@@ -171,7 +196,7 @@ def test_a_pathname_unix_socket_reaches_nothing(tmp_path, open_folder):
 
         threading.Thread(target=serve, daemon=True).start()
         report = graded("sandbox_unix_socket", tmp_path, PATH=path)
-    check(report, EXPECT["sandbox_unix_socket"])
+    check(report, level("sandbox_unix_socket"))
 
 
 def test_standard_error_is_bounded(tmp_path):
