@@ -18,6 +18,14 @@ PACKAGE = Path(ioattn.__file__).parent
 #: NumPy's BLAS starts no threads of its own (the grader sets the same for the notebook).
 ONE_THREAD = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 
+#: What a probe tries: ``out[name]`` becomes "ok" or the name of the OSError ``fn`` raised.
+ATTEMPT = """def attempt(name, fn):
+        try:
+            fn()
+            out[name] = "ok"
+        except OSError as exc:
+            out[name] = type(exc).__name__"""
+
 #: Run in a fresh process: confine to ``folder``, then try each thing and report what happened.
 PROBE = textwrap.dedent("""
     import json, os, socket, sys
@@ -29,12 +37,7 @@ PROBE = textwrap.dedent("""
     said = confine(folder)
     out = {"said": said}
 
-    def attempt(name, fn):
-        try:
-            fn()
-            out[name] = "ok"
-        except OSError as exc:
-            out[name] = type(exc).__name__
+    {ATTEMPT}
 
     attempt("read_outside", lambda: open(outside).read())
     attempt("list_proc", lambda: os.listdir("/proc"))
@@ -48,7 +51,7 @@ PROBE = textwrap.dedent("""
             pass
     attempt("connect", connect)
     print(json.dumps(out))
-""")
+""").replace("{ATTEMPT}", ATTEMPT)
 
 
 def _probe(tmp_path) -> dict:
@@ -170,12 +173,7 @@ FORBID = textwrap.dedent("""
 
     out = {"said": forbid()}
 
-    def attempt(name, fn):
-        try:
-            fn()
-            out[name] = "ok"
-        except OSError as exc:
-            out[name] = type(exc).__name__
+    {ATTEMPT}
 
     attempt("udp", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).close())
     attempt("unix", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close())
@@ -199,7 +197,7 @@ FORBID = textwrap.dedent("""
     out["child"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     out["status"] = open("/proc/self/status").read().split("Seccomp:")[1].split()[0]
     print(json.dumps(out))
-""")
+""").replace("{ATTEMPT}", ATTEMPT)
 
 
 def test_seccomp_refuses_every_new_socket_and_the_escape_hatches():
