@@ -146,6 +146,22 @@ FORBIDDEN = ("socket", "ptrace", "process_vm_readv", "process_vm_writev", "unsha
              "finit_module")
 
 
+def _libseccomp():
+    """``pyseccomp``, its libraries found by their sonames: its import asks
+    ``ctypes.util.find_library``, which runs ``ldconfig`` in a child and finds nothing where
+    the process may not run it (in the namespaces), while the dynamic loader finds them."""
+    import ctypes.util
+
+    find = ctypes.util.find_library
+    sonames = {"seccomp": "libseccomp.so.2", "c": "libc.so.6"}
+    ctypes.util.find_library = lambda name: sonames.get(name) or find(name)
+    try:
+        import pyseccomp
+    finally:
+        ctypes.util.find_library = find
+    return pyseccomp
+
+
 def forbid() -> str:
     """Refuse :data:`FORBIDDEN` to this process and its future children with a seccomp filter
     (libseccomp, through ``pyseccomp``), whatever user it runs as; every other call is allowed.
@@ -154,8 +170,8 @@ def forbid() -> str:
     nothing (the grader reads from outside, :func:`observed`, whether a filter holds).
     """
     try:
-        import pyseccomp
-    except (ImportError, OSError) as exc:
+        pyseccomp = _libseccomp()
+    except Exception as exc:      # noqa: BLE001 (whatever the binding raises at import)
         return f"no seccomp filter ({exc})"
     try:
         rules = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
