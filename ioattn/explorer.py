@@ -384,7 +384,7 @@ def parallel_Ps(N: int, Ps=PARALLEL_PS) -> list[int]:
 
 
 def across(N: int, d: int, Ps=PARALLEL_PS, *, heads: int = PARALLEL_HEADS,
-           backward: bool = False, causal: bool = False) -> dict:
+           backward: bool = False, causal: bool = False, names=None) -> dict:
     """The data of the panel "across P processors": the busiest processor's words in each
     algorithm of :mod:`ioattn.parallel` at each ``P``, and the lower bound.
 
@@ -394,6 +394,9 @@ def across(N: int, d: int, Ps=PARALLEL_PS, *, heads: int = PARALLEL_HEADS,
     words the busiest processor receives (:func:`ioattn.parallel.bounds.memory_independent`,
     causal with ``causal``) rounded down, which is still a lower bound since the words received
     are an integer. The causal mask changes no word moved (only the work, and the bound).
+    ``names``: the algorithms drawn, :data:`ioattn.parallel.ALGORITHMS` (the four of the
+    chapter on many processors) by default, :data:`ioattn.parallel.NAMES` with the schemes run
+    in practice; ring attention, the baseline of :func:`parallel_words`, is always among them.
 
     >>> c = across(4096, 64, [1, 16])
     >>> c["traffic"]["all_to_all"], c["bound"]
@@ -406,7 +409,8 @@ def across(N: int, d: int, Ps=PARALLEL_PS, *, heads: int = PARALLEL_HEADS,
     for flag, label in ((backward, "backward"), (causal, "causal")):
         if not isinstance(flag, bool):
             raise TypeError(f"{label} must be True or False, got {flag!r}")
-    table = prows(N, d, Ps, heads=heads, backward=backward)
+    names = _panel_names(names)
+    table = prows(N, d, Ps, heads=heads, backward=backward, names=names)
     names = list(dict.fromkeys(r["name"] for r in table))
     Ps = list(dict.fromkeys(r["P"] for r in table))
     out = {"N": int(N), "d": int(d), "heads": int(heads), "Ps": Ps, "backward": backward,
@@ -416,6 +420,18 @@ def across(N: int, d: int, Ps=PARALLEL_PS, *, heads: int = PARALLEL_HEADS,
     out["bound"] = [math.floor(pbounds.memory_independent(N, d, P, heads=heads, causal=causal))
                     for P in Ps]
     return out
+
+
+def _panel_names(names) -> tuple:
+    """The panel's algorithms: ``names`` checked (:func:`ioattn.parallel.table.rows` checks
+    each name), ring attention among them; :data:`ioattn.parallel.ALGORITHMS` for None."""
+    from .parallel import ALGORITHMS as PNAMES
+    from .parallel.table import _names
+
+    names = PNAMES if names is None else _names(names)
+    if "ring" not in names:
+        raise ValueError(f"names must include 'ring', the panel's baseline; got {list(names)}")
+    return names
 
 
 def _and(items: list) -> str:
@@ -710,7 +726,8 @@ _PL, _PR, _PT, _PB = _L, _R, 24, 38
 #: the same words, so striped attention is dashed over the ring's wider line.
 PARALLEL_STYLE = {n: (_PSTYLE[n]["color"], width, dash) for n, width, dash in
                   (("ring", 3.5, None), ("striped", 1.6, "5 4"), ("all_to_all", 2, None),
-                   ("grid", 2, None))}
+                   ("grid", 2, None), ("zigzag", 1.6, "2 5"), ("all_gather", 2, None),
+                   ("usp", 3, None), ("usp_zigzag", 1.6, "5 4"))}
 
 
 def _pspan(Ps) -> float:
@@ -805,10 +822,11 @@ def _panel_svg(c: dict, t: int, dom, frames: str, uid: str) -> str:
 
 def _plegend(c: dict) -> str:
     items = []
-    for n in c["names"]:
+    for k, n in enumerate(c["names"]):
         colour, width, dash = PARALLEL_STYLE.get(n, (OTHER_COLOUR, 2, None))
         dashes = f' stroke-dasharray="{dash}"' if dash else ""
-        text = c["titles"][n] + (" (the ring's words)" if n == "striped" else "")
+        same = [m for m in c["names"][:k] if c["traffic"][m] == c["traffic"][n]]
+        text = c["titles"][n] + (f" (the words of {c['titles'][same[0]]})" if same else "")
         items.append((f'<line x1="1" y1="7" x2="27" y2="7" stroke="{colour}" '
                       f'stroke-width="{width}"{dashes}/>', text))
     items += [('<line x1="1" y1="7" x2="27" y2="7" stroke="#000" stroke-dasharray="5 3"/>',
@@ -1143,7 +1161,7 @@ def _four(block) -> dict:
     return four
 
 
-def _across_block(N: int, d: int, Ps, heads: int) -> dict:
+def _across_block(N: int, d: int, Ps, heads: int, names) -> dict:
     """What the static explorer keeps of the panel of one ``(N, d)``: per pass, the
     ``traffic``, ``received`` and ``memory`` of :func:`across` (only the algorithms that have
     that pass); per mask, the ``bound``; and ``dom``, the y range (:func:`_pdomain`)."""
@@ -1151,7 +1169,7 @@ def _across_block(N: int, d: int, Ps, heads: int) -> dict:
 
     out, cs = {}, []
     for backward in (False, True):
-        c = across(N, d, Ps, heads=heads, backward=backward)
+        c = across(N, d, Ps, heads=heads, backward=backward, names=names)
         cs.append(c)
         keep = [n for n in c["names"] if any(v is not None for v in c["traffic"][n])]
         out["backward" if backward else "forward"] = {
@@ -1628,17 +1646,18 @@ def static_explorer(N: int = 4096, ds=(32, 64, 128, 256), Ms=None, *, Ns=None,
 def static_parallel_explorer(N: int = 4096, ds=(32, 64, 128, 256), *, Ns=None,
                              d: int | None = None, Ps=None, P: int | None = None,
                              heads: int = PARALLEL_HEADS, backward: bool = False,
-                             causal: bool = False) -> str:
+                             causal: bool = False, names=None) -> str:
     """A self-contained HTML panel "across P processors" for a static page.
 
     One attention with ``H = heads`` heads shared by ``P`` processors: an inline SVG log-log
     plot of the words the busiest processor moves in each algorithm of :mod:`ioattn.parallel`
-    (ring, striped, all-to-all, the 2D grid) against ``P`` (:func:`across`, exact counts of
-    :func:`ioattn.parallel.cost`), with the memory-independent lower bound on the words it
-    receives dashed, and a line and a circle on each curve at the current ``P``. Directly
-    under it the controls: a range input "P" with "−" and "+" buttons, range inputs "N" and
-    "d" switching between ``Ns`` and ``ds``, "pass" buttons (forward, backward: only ring and
-    striped attention have a backward pass here) and "mask" buttons (none, causal: the words
+    (``names``: ring, striped, all-to-all, the 2D grid by default) against ``P``
+    (:func:`across`, exact counts of :func:`ioattn.parallel.cost`), with the
+    memory-independent lower bound on the words it receives dashed, and a line and a circle on
+    each curve at the current ``P``. Directly under it the controls: a range input "P" with
+    "−" and "+" buttons, range inputs "N" and "d" switching between ``Ns`` and ``ds``, "pass"
+    buttons (forward, backward: only those of :data:`ioattn.parallel.WITH_BACKWARD` have a
+    backward pass here) and "mask" buttons (none, causal: the words
     moved are the same, the bound is the causal one). Then the readout,
     :func:`parallel_words` (the algorithm that moves the fewest words, how many times as many
     the ring moves, its memory against the ring's, its ratio to the bound) and
@@ -1646,7 +1665,8 @@ def static_parallel_explorer(N: int = 4096, ds=(32, 64, 128, 256), *, Ns=None,
 
     The counts of every ``N``, ``d``, pass and mask are computed here and embedded as JSON
     (``Ns``, ``ds`` and ``par``: ``heads``, ``Ps``, ``names``, ``titles``,
-    ``backward_names`` (:data:`ioattn.parallel.BACKWARD`), ``doms`` (the distinct y ranges)
+    ``backward_names`` (those of :data:`ioattn.parallel.WITH_BACKWARD`), ``doms`` (the
+    distinct y ranges)
     and ``nd`` (per ``N``, per ``d``, the counts and the bounds, integers));
     :func:`parallel_picture` reads one back; a small inline script redraws from them. No
     kernel, no external asset, no network access; several panels can share a page.
@@ -1671,6 +1691,9 @@ def static_parallel_explorer(N: int = 4096, ds=(32, 64, 128, 256), *, Ns=None,
         Heads ``H`` (:data:`PARALLEL_HEADS`, 16; all-to-all needs ``H >= P``).
     backward, causal : bool, optional
         Show the backward pass, the causal mask first.
+    names : sequence of str, optional
+        The algorithms drawn (:func:`across`): the four of :data:`ioattn.parallel.ALGORITHMS`
+        by default, :data:`ioattn.parallel.NAMES` for every scheme; ``"ring"`` among them.
 
     Returns
     -------
@@ -1691,10 +1714,10 @@ def static_parallel_explorer(N: int = 4096, ds=(32, 64, 128, 256), *, Ns=None,
     >>> 'class="iop-P"' in page and "the fewest words" in page
     True
     """
-    from .parallel import ALGORITHMS as PNAMES
-    from .parallel import BACKWARD as PBACK
+    from .parallel import WITH_BACKWARD as PBACK
     from .parallel.table import TITLES as PTITLES
 
+    PNAMES = _panel_names(names)
     N, ds, Ns = _static_sizes(N, ds, Ns)
     d = _first_d(d, ds)
     backward, causal = as_flag(backward, "backward"), as_flag(causal, "causal")
@@ -1706,7 +1729,7 @@ def static_parallel_explorer(N: int = 4096, ds=(32, 64, 128, 256), *, Ns=None,
     if P not in Ps:
         raise ValueError(f"P = {P} is not one of Ps = {Ps}")
     i, j, tp = Ns.index(N), ds.index(d), Ps.index(P)
-    nd = [[_across_block(nn, dd, Ps, heads) for dd in ds] for nn in Ns]
+    nd = [[_across_block(nn, dd, Ps, heads, PNAMES) for dd in ds] for nn in Ns]
     doms = []
     for row in nd:
         for block in row:
@@ -1715,7 +1738,8 @@ def static_parallel_explorer(N: int = 4096, ds=(32, 64, 128, 256), *, Ns=None,
             block["dom"] = doms.index(block["dom"])
     data = {"Ns": Ns, "ds": ds,
             "par": {"heads": heads, "Ps": Ps, "names": list(PNAMES),
-                    "titles": {n: PTITLES[n] for n in PNAMES}, "backward_names": list(PBACK),
+                    "titles": {n: PTITLES[n] for n in PNAMES},
+                    "backward_names": [n for n in PNAMES if n in PBACK],
                     "doms": doms, "nd": nd}}
     payload = _json_in_html(data)
     uid = f"ioattn-parallel-{hashlib.sha1(payload.encode()).hexdigest()[:10]}-{next(_ids)}"

@@ -37,6 +37,7 @@ from .explorer import (
     PARALLEL_HEADS,
     _causal_cost,
     _details,
+    _panel_names,
     _ids,
     _legend,
     across,
@@ -655,7 +656,7 @@ def explorer(N: int = 4096, d: int = 64, log2_M: float | None = None, names=None
 
 def parallel_explorer(N: int = 4096, d: int = 64, P: int | None = None, *,
                       heads: int = PARALLEL_HEADS, backward: bool = False,
-                      causal: bool = False):
+                      causal: bool = False, names=None):
     """The panel "across P processors" as an ipywidgets widget, for a notebook with a kernel.
 
     One attention with ``H = heads`` heads shared by ``P`` processors: the words the busiest
@@ -681,6 +682,9 @@ def parallel_explorer(N: int = 4096, d: int = 64, P: int | None = None, *,
         Heads ``H`` (:data:`ioattn.explorer.PARALLEL_HEADS`, 16; all-to-all needs ``H >= P``).
     backward, causal : bool, optional
         Start on the backward pass, with the causal mask.
+    names : sequence of str, optional
+        The algorithms drawn: :data:`ioattn.parallel.ALGORITHMS` by default,
+        :data:`ioattn.parallel.NAMES` for every scheme (``"ring"`` among them).
 
     Returns
     -------
@@ -705,6 +709,7 @@ def parallel_explorer(N: int = 4096, d: int = 64, P: int | None = None, *,
     N, d = explorer_size(N, "N", N_MAX), explorer_size(d, "d", D_MAX)
     backward, causal = as_flag(backward, "backward"), as_flag(causal, "causal")
     heads = as_count(heads, "heads")
+    names = _panel_names(names)
     Ns = sorted({1 << k for k in range(8, 17)} | {N})
     ds = sorted({1 << k for k in range(4, 9)} | {d})
     Ps = parallel_Ps(Ns[0])
@@ -728,7 +733,8 @@ def parallel_explorer(N: int = 4096, d: int = 64, P: int | None = None, *,
     def redraw():
         n_, d_, b_, k_ = sN.value, sd.value, sp.value == "backward", sk.value == "causal"
         if (n_, d_, b_, k_) not in cache:
-            cache[n_, d_, b_, k_] = across(n_, d_, Ps, heads=heads, backward=b_, causal=k_)
+            cache[n_, d_, b_, k_] = across(n_, d_, Ps, heads=heads, backward=b_, causal=k_,
+                                           names=names)
         c = cache[n_, d_, b_, k_]
         html_ = parallel_panel(c, Ps.index(sP.value), uid)
         # the picture first, the controls (ipywidgets) under it: the readout and the folded

@@ -123,10 +123,14 @@ def page():
     return static_explorer(1024, ds=DS, Ns=NS, workers=1)
 
 
-@pytest.fixture(scope="module")
-def ppage():
-    """The static panel across P processors, for the same N and d."""
-    return static_parallel_explorer(1024, ds=DS, Ns=NS)
+@pytest.fixture(scope="module", params=["the four", "every scheme"])
+def ppage(request):
+    """The static panel across P processors, for the same N and d: the four algorithms of
+    the chapter on many processors, and every scheme of ioattn.parallel."""
+    from ioattn.parallel import NAMES as PNAMES
+
+    names = None if request.param == "the four" else PNAMES
+    return static_parallel_explorer(1024, ds=DS, Ns=NS, names=names)
 
 
 def test_static_explorer_html(page):
@@ -787,22 +791,24 @@ def test_static_explorer_in_processes_is_the_same():
 def test_static_explorer_panel_is_exact(ppage, kind):
     """Every count in the panel's JSON is ioattn.parallel.cost's, every bound the
     memory-independent bound rounded down; causal or not, the words moved are the same."""
-    from ioattn.parallel import cost
+    from ioattn.parallel import WITH_BACKWARD, cost
     from ioattn.parallel.bounds import memory_independent
 
     data = _embedded(ppage, "iop-data")
-    Ps = data["par"]["Ps"]
+    Ps, names = data["par"]["Ps"], data["par"]["names"]
+    assert data["par"]["backward_names"] == [n for n in names if n in WITH_BACKWARD]
     assert Ps == parallel_Ps(min(NS)) == [1, 2, 4, 8, 16, 32, 64, 128, 256]
     for i, N in enumerate(NS):
         for j, d in enumerate(DS):
             pc = parallel_picture(data, kind, i, j)
             backward, causal = pc["backward"], pc["causal"]
-            assert pc == across(N, d, Ps, heads=16, backward=backward, causal=causal)
+            assert pc == across(N, d, Ps, heads=16, backward=backward, causal=causal,
+                                names=names)
             for t, P in enumerate(Ps):
                 assert pc["bound"][t] == math.floor(memory_independent(N, d, P, heads=16,
                                                                        causal=causal))
                 for name in pc["names"]:
-                    applies = (name in ("ring", "striped") or not backward) and \
+                    applies = (name in WITH_BACKWARD or not backward) and \
                         (name != "all_to_all" or P <= 16)
                     got = (pc["traffic"][name][t], pc["received"][name][t],
                            pc["memory"][name][t])
@@ -888,6 +894,33 @@ def test_parallel_words_name_the_fewest_words(N, d, heads, backward):
             assert text.endswith(f"; all-to-all needs H ≥ P (H = {heads}).")
         else:
             assert text.endswith("the lower bound on the words received.")
+
+
+def test_the_panel_of_every_scheme_names_the_fewest_words():
+    """With every scheme drawn, the sentence names the least traffic among all of them (at
+    P = 16, H = 16: all-to-all, tied with both Ulysses hybrids), says which have no backward
+    pass, and the legend says which lines lie on an earlier one."""
+    from ioattn.parallel import NAMES as PNAMES
+    from ioattn.parallel import cost
+
+    c = across(4096, 64, [1, 2, 16], names=PNAMES)
+    assert c["names"] == list(PNAMES)
+    text = parallel_words(c, 2)
+    least = min(cost(n, 4096, 64, 16, heads=16).max_traffic for n in PNAMES)
+    assert text.startswith(f"At P = 16: all-to-all moves the fewest words, {least:,} on the "
+                           "busiest processor, as Ulysses × ring (USP) and Ulysses × zigzag "
+                           "ring do;"), text
+    back = parallel_words(across(4096, 64, [1, 2, 16], names=PNAMES, backward=True), 2)
+    assert back.endswith("; all-to-all, the 2D grid, the all-gather of K, V, Ulysses × ring "
+                         "(USP) and Ulysses × zigzag ring have no backward pass here."), back
+    legend = static_parallel_explorer(4096, ds=(64,), Ns=(4096,), names=PNAMES)
+    assert "zigzag ring attention (the words of ring attention)" in legend
+    assert "Ulysses × zigzag ring (the words of Ulysses × ring (USP))" in legend
+    assert "the 2D grid (the words" not in legend
+    with pytest.raises(ValueError, match="names must include 'ring'"):
+        across(4096, 64, names=("grid", "usp"))
+    with pytest.raises(ValueError, match="unknown parallel algorithm 'flash'"):
+        static_parallel_explorer(4096, names=("ring", "flash"))
 
 
 def test_across_and_static_explorer_refuse_bad_input():
@@ -996,7 +1029,8 @@ def test_static_parallel_explorer_controls(ppage):
         _check_panel(data, shot, _kind(shot))
     assert [s["t"] for s in seen[1:8]] == [0, 8, 7, 6, 7, 8, 5]     # clamped at the end
     assert seen[1]["pwords"].startswith("On P = 1 processor there is nothing to communicate")
-    assert seen[2]["pwords"].startswith("At P = 256: the 2D grid moves the fewest words")
+    best = "Ulysses × ring (USP)" if "usp" in data["par"]["names"] else "the 2D grid"
+    assert seen[2]["pwords"].startswith(f"At P = 256: {best} moves the fewest words")
     assert len({s["pwords"] for s in seen}) > 20
     assert seen[8]["ptitle"].startswith("Across P processors: the attention backward pass")
 
@@ -1004,12 +1038,16 @@ def test_static_parallel_explorer_controls(ppage):
 def test_static_parallel_explorer_html(ppage):
     """The panel's HTML: the picture, its controls directly under it, the readout, the folded
     legend; at P = 16 first, with Python's sentence."""
+    from ioattn.parallel import NAMES as PNAMES
+
     assert re.search(r'>P</span><input type="range" class="iop-P" min="0" max="8" value="4"',
                      ppage)
     for cls in ("iop-N", "iop-d"):
         assert f'class="{cls}" min="0" max="1" value="1"' in ppage
     assert 'class="iop-less"' in ppage and 'class="iop-more"' in ppage
-    assert ppage.count('class="iop-curve"') == 4 and ppage.count('class="iop-marker"') == 4
+    drawn = len(_embedded(ppage, "iop-data")["par"]["names"])
+    assert drawn in (4, len(PNAMES))
+    assert ppage.count('class="iop-curve"') == drawn == ppage.count('class="iop-marker"')
     assert ppage.count('class="iop-bound"') == 1
     assert ppage.index("</svg>") < ppage.index('class="iop-controls"') < \
         ppage.index('class="iop-readout"') < ppage.index('<details class="iop-legend"')
