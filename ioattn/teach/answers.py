@@ -10,8 +10,8 @@ An assignment's check asks for answers through an :class:`Answers` object:
 - :meth:`Answers.call` — a plain function called with plain arguments, its result as plain data.
 
 :class:`LocalAnswers` serves a student's own checks in their notebook (the example data is
-theirs anyway), on graded machines like the grader's (:mod:`ioattn.tiles.machine`: values
-written to slow memory keep 24 significant bits). When grading,
+theirs anyway), on graded machines like the grader's (:mod:`ioattn.tiles.machine`: every value
+stored, in slow memory or in a tile, keeps 24 significant bits). When grading,
 :class:`ioattn.teach.referee.Submission` serves the same requests from the notebook's process,
 while the data, the machines and the verdicts stay in the grader's.
 """

@@ -63,12 +63,15 @@ ways, so that what a program can learn or store stays what its counted work earn
   the lanes outside chosen by :func:`numpy.where` (:func:`steady_exp`). No sum, difference,
   product, quotient, square root, logarithm or matrix product of such values is subnormal, so
   no operation takes a slow path. Honest programs never come near these limits.
-- *Values written to slow memory keep* :data:`WRITE_BITS` *significant bits* (float32's
-  precision; :func:`round_bits`). A program then cannot store two numbers in one entry and
-  read both back for one counted read: an entry carries at most 24 bits of significand and 12
-  of sign and exponent, too few for two numbers each within the grader's tolerance, while an
-  honest program's results stay well within it (at most 2e-7 relative error on the graded
-  assignments, against a tolerance of 1e-6).
+- *Every value stored keeps* :data:`WRITE_BITS` *significant bits* (float32's precision;
+  :func:`round_bits`): what is written to slow memory, what an assignment leaves in a cache
+  tile and a tile's fill. A program then cannot store two numbers in one entry, neither to
+  read both back for one counted read nor to hold more than ``M`` numbers in its cache: an
+  entry carries at most 24 bits of significand and 12 of sign and exponent, too few for two
+  numbers each within the grader's tolerance, while an honest program's results stay well
+  within it (at most 3.6e-7 relative error measured on the graded assignments, against a
+  tolerance of 1e-6). Only the intermediate values of one expression, which no request can
+  keep, have float64's full precision.
 """
 
 from __future__ import annotations
@@ -189,7 +192,8 @@ class Machine:
         Quoted in cache-overflow messages.
     graded : bool
         Whether the machine grades (see the module docstring): its time independent of the
-        values, the values written to slow memory rounded to :data:`WRITE_BITS` bits.
+        values, every value stored (in slow memory or in a cache tile) rounded to
+        :data:`WRITE_BITS` bits.
 
     Examples
     --------
@@ -279,7 +283,7 @@ class Machine:
         if (not isinstance(shape, list) or not 1 <= len(shape) <= 2
                 or not all(_is_count(s) for s in shape)):
             raise TileError(f"a tile's shape is one or two non-negative sizes, got {_short(shape)}")
-        fill = float(self._steady(np.float64(_number(fill, "a tile's fill is"))))
+        fill = float(self._keep(self._steady(np.float64(_number(fill, "a tile's fill is")))))
         buf = self.memory.allocate(tuple(int(s) for s in shape), label="a tile", fill=fill)
         return self._new(buf)
 
@@ -307,6 +311,8 @@ class Machine:
                             f"of shape {view.shape}") from None
         self._check_fits()
         view[...] = value
+        if self.graded:
+            view[...] = round_bits(view, WRITE_BITS)
 
     def _op_scratch(self, name=None, shape=None, *extra):
         _no_extra(extra, "scratch")
@@ -333,6 +339,10 @@ class Machine:
         self.memory.write(dst, view, *index)
         if self.graded:
             dst._data[index] = round_bits(dst._data[index], WRITE_BITS)
+
+    def _keep(self, value):
+        """``value`` as a graded machine stores it (:data:`WRITE_BITS` bits), else as it is."""
+        return round_bits(value, WRITE_BITS) if self.graded else value
 
     def _op_io(self, *extra):
         _no_extra(extra, "io")
