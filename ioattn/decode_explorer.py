@@ -78,7 +78,8 @@ from .explorer import (
 from .inference import grouped_cost
 
 __all__ = ["DECODE_D", "DECODE_GS", "DECODE_HEADS", "DECODE_N_K", "DECODE_N_QS", "N_K_MAX",
-           "ONCE_LABEL", "SCHEDULES", "decoding_curves", "decoding_Ms", "decoding_picture",
+           "ONCE_LABEL", "SCHEDULES", "decoding_curves", "decoding_grid", "decoding_Ms",
+           "decoding_panel", "decoding_picture",
            "decoding_readout", "decoding_title", "decoding_words", "g_label", "query_label",
            "reads_once_from", "static_decoding_explorer"]
 
@@ -556,6 +557,36 @@ def static_decoding_explorer(H_q: int = DECODE_HEADS, d: int = DECODE_D, N_k: in
     >>> 'class="iod-Nq"' in page and "reads the KV cache once" in page
     True
     """
+    grid = decoding_grid(H_q, d, N_k, N_qs=N_qs, gs=gs, Ms=Ms, N_q=N_q, g=g, M=M)
+    Ms, pics, (i, j, k) = grid["Ms"], grid["pics"], grid["start"]
+    c = pics[i][j]
+    data = {"H_q": grid["H_q"], "d": grid["d"], "N_k": grid["N_k"], "N_qs": grid["N_qs"],
+            "gs": grid["gs"], "Ms": Ms, "mlabels": [m_label(v, grid["d"]) for v in Ms],
+            "qlabels": [query_label(v) for v in grid["N_qs"]],
+            "glabels": [g_label(v, grid["H_q"]) for v in grid["gs"]], "names": c["names"],
+            "titles": c["titles"], "min_M": c["min_M"], "dom": grid["dom"],
+            "pics": [[{key: p[key] for key in ("totals", "lower", "once", "fits")} for p in row]
+                     for row in pics]}
+    payload = _json_in_html(data)
+    uid = f"ioattn-decoding-{hashlib.sha1(payload.encode()).hexdigest()[:10]}-{next(_ids)}"
+    return _page(uid, data, payload, c, i, j, k)
+
+
+def decoding_grid(H_q: int = DECODE_HEADS, d: int = DECODE_D, N_k: int = DECODE_N_K, *,
+                  N_qs=DECODE_N_QS, gs=None, Ms=None, N_q: int = 1, g: int | None = None,
+                  M: int | None = None) -> dict:
+    """Every picture of an explorer (the static one, :func:`static_decoding_explorer`, and the
+    live one, :func:`ioattn.widgets.decoding_explorer`), its arguments checked first (see
+    :func:`static_decoding_explorer`).
+
+    Returns
+    -------
+    dict
+        ``H_q``, ``d``, ``N_k``, ``N_qs``, ``gs``, ``Ms`` (checked, sorted); ``pics`` (per
+        ``N_q``, per ``g``, :func:`decoding_curves`); ``dom`` (log10 of the M range and of the
+        I/O range rounded out to decades, over every picture) and ``start`` (the indices of
+        ``N_q``, ``g`` and of the cache size nearest to ``M`` in log).
+    """
     H_q = as_count(H_q, "H_q")
     d = explorer_size(d, "d", D_MAX)
     N_k = explorer_size(N_k, "N_k", N_K_MAX)
@@ -572,29 +603,20 @@ def static_decoding_explorer(H_q: int = DECODE_HEADS, d: int = DECODE_D, N_k: in
     if Ms is None:
         Ms = decoding_Ms(d, gs[-1] * N_qs[-1], N_k)
     pics = [[decoding_curves(nq, gg, H_q, d, N_k, Ms) for gg in gs] for nq in N_qs]
-    counts = [v for row in pics for c in row for key in ("totals", "lower")
-              for v in (c[key].values() if key == "totals" else [c[key]])]
-    top = max(t for values in counts for t in values if t is not None)
+    top = max(t for row in pics for c in row
+              for values in [*c["totals"].values(), c["lower"]] for t in values if t is not None)
     if top >= _EXACT:
         raise ValueError(f"a count of {top:,} entries is more than the script's numbers hold "
                          f"exactly (2^53); take a smaller H_q, N_k or N_q")
     k = min(range(len(Ms)), key=lambda x: abs(math.log(Ms[x] / M)))
     dom = _domain(*[c for row in pics for c in row], axis=(Ms[0], Ms[-1]))
-    c = pics[i][j]
-    data = {"H_q": H_q, "d": d, "N_k": N_k, "N_qs": N_qs, "gs": gs, "Ms": Ms,
-            "mlabels": [m_label(v, d) for v in Ms], "qlabels": [query_label(v) for v in N_qs],
-            "glabels": [g_label(v, H_q) for v in gs], "names": c["names"],
-            "titles": c["titles"], "min_M": c["min_M"], "dom": dom,
-            "pics": [[{key: p[key] for key in ("totals", "lower", "once", "fits")} for p in row]
-                     for row in pics]}
-    payload = _json_in_html(data)
-    uid = f"ioattn-decoding-{hashlib.sha1(payload.encode()).hexdigest()[:10]}-{next(_ids)}"
-    return _page(uid, data, payload, c, i, j, k)
+    return {"H_q": H_q, "d": d, "N_k": N_k, "N_qs": N_qs, "gs": gs, "Ms": Ms, "pics": pics,
+            "dom": dom, "start": (i, j, k)}
 
 
-def _page(uid: str, data: dict, payload: str, c: dict, i: int, j: int, k: int) -> str:
-    """The explorer's HTML around its JSON ``payload``, showing picture ``c`` at ``Ms[k]``."""
-    dom, Ms, bottom = data["dom"], data["Ms"], _H - _B
+def _svg(c: dict, k: int, dom) -> str:
+    """The picture ``c`` (:func:`decoding_curves`) at ``Ms[k]`` on the axes ``dom``."""
+    Ms, bottom = c["Ms"], _H - _B
     polylines, markers = [], []
     for n, (_, _, _, colour, width) in SCHEDULES.items():
         polylines.append(f'<polyline class="iod-curve" data-name="{n}" '
@@ -636,6 +658,37 @@ def _page(uid: str, data: dict, payload: str, c: dict, i: int, j: int, k: int) -
         'cache size M (entries)</text>'
         f'<text transform="translate(13 {(_T + bottom) / 2}) rotate(-90)" text-anchor="middle">'
         'I/O (entries read + written)</text></svg>')
+    return svg
+
+
+def _readout(c: dict, k: int) -> str:
+    return ('<div class="iod-readout" aria-live="polite" style="margin-top:0.4em">'
+            '<div class="iod-words" style="font-family:sans-serif;font-size:1em;'
+            f'font-weight:bold">{html.escape(decoding_words(c, k), quote=False)}</div>'
+            '<div class="iod-numbers" style="font-family:monospace;font-size:0.85em;'
+            f'overflow-wrap:anywhere">{html.escape(decoding_readout(c, k), quote=False)}</div>'
+            '</div>' + _details("iod-legend", _legend()))
+
+
+def _heading(c: dict) -> str:
+    return ('<div class="iod-title" style="font-family:sans-serif;font-weight:bold;'
+            f'margin:0.2em 0">{html.escape(decoding_title(c["H_q"], c["N_k"], c["d"]))}</div>')
+
+
+def decoding_panel(c: dict, k: int, dom=None, uid: str = "ioattn-decoding-panel") -> str:
+    """The picture ``c`` (:func:`decoding_curves`) at ``Ms[k]`` as HTML, without controls or
+    script (:func:`ioattn.widgets.decoding_explorer` shows it): the title, the inline SVG of
+    :func:`static_decoding_explorer` on the axes ``dom`` (by default the picture's own),
+    :func:`decoding_words` and :func:`decoding_readout`, and the legend folded in a
+    ``<details>``."""
+    dom = _domain(c, axis=(c["Ms"][0], c["Ms"][-1])) if dom is None else dom
+    return (f'<div class="iod-panel" id="{html.escape(uid)}">{_heading(c)}{_svg(c, k, dom)}'
+            f'{_readout(c, k)}</div>')
+
+
+def _page(uid: str, data: dict, payload: str, c: dict, i: int, j: int, k: int) -> str:
+    """The explorer's HTML around its JSON ``payload``, showing picture ``c`` at ``Ms[k]``."""
+    Ms = data["Ms"]
     controls = (
         '<div class="iod-controls">'
         + _slider("iod-M", "M", len(Ms), k, data["mlabels"][k],
@@ -647,16 +700,8 @@ def _page(uid: str, data: dict, payload: str, c: dict, i: int, j: int, k: int) -
         + '</div>')
     script = _SCRIPT % dict(id=uid, W=_W, H=_H, L=_L, R=_R, T=_T, B=_B, CHAR=_CHAR,
                             once=ONCE_LABEL.replace("→", "\\u2192"), helpers=_HELPERS)
-    title = decoding_title(data["H_q"], data["N_k"], data["d"])
     return (
         f'<div class="ioattn-decoding" id="{uid}" style="margin:0.5em 0 1em;max-width:100%">'
-        f'<div class="iod-title" style="font-family:sans-serif;font-weight:bold;'
-        f'margin:0.2em 0">{html.escape(title)}</div>{svg}{controls}'
-        '<div class="iod-readout" aria-live="polite" style="margin-top:0.4em">'
-        '<div class="iod-words" style="font-family:sans-serif;font-size:1em;'
-        f'font-weight:bold">{html.escape(decoding_words(c, k), quote=False)}</div>'
-        '<div class="iod-numbers" style="font-family:monospace;font-size:0.85em;'
-        f'overflow-wrap:anywhere">{html.escape(decoding_readout(c, k), quote=False)}</div>'
-        '</div>' + _details("iod-legend", _legend())
-        + f'<script type="application/json" class="iod-data">{payload}</script>'
+        f'{_heading(c)}{_svg(c, k, data["dom"])}{controls}{_readout(c, k)}'
+        f'<script type="application/json" class="iod-data">{payload}</script>'
         f'<script>{script}</script></div>')
