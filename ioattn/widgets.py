@@ -20,8 +20,8 @@
 All four need ipywidgets (the ``book`` extra); without it they raise an ``ImportError`` saying what
 to install. On a static page, :func:`ioattn.explorer.static_explorer`,
 :func:`ioattn.explorer.static_parallel_explorer`,
-:func:`ioattn.decode_explorer.static_decoding_explorer` and :func:`ioattn.pebble.view.static_stepper`
-draw the same pictures with no kernel.
+:func:`ioattn.decode_explorer.static_decoding_explorer` and
+:func:`ioattn.pebble.view.static_stepper` draw the same pictures with no kernel.
 """
 
 from __future__ import annotations

@@ -2,7 +2,6 @@
 and its script under node, and the page in a browser at 390 and 1280 px."""
 
 import json
-import math
 import re
 import shutil
 import subprocess
