@@ -300,6 +300,21 @@ def test_script_writes_what_python_writes(page):
     assert xs[0, 0] < xs[0, 1] < xs[0, 3] < xs[5, 4]
 
 
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_script_hides_the_line_beyond_the_range():
+    """With a few cache sizes of one's own, the line where the stacked schedule starts reading
+    the cache once is hidden where that M is beyond them, and the sentence still gives it."""
+    page = static_decoding_explorer(Ms=(512, 1024, 4096), N_qs=(1, 64), gs=(8, 32), M=4096)
+    data = _embedded(page)
+    seen = _run_node(page, [["Nq", 1], ["g", 1], ["M", 0], ["Nq", 0], ["g", 0]])
+    for shot in seen:
+        _check(data, shot)
+    assert seen[0]["fits"][0] == "inline" and seen[2]["fits"][0] == "none"
+    assert 'class="iod-fits" display="inline"' in page
+    assert seen[2]["words"].endswith("reads the KV cache once from M = 532,736 on.")
+    assert seen[3]["words"].startswith("At M = 512: only per-head standard attention can run")
+
+
 @pytest.mark.parametrize("kwargs, error, match", [
     ({"H_q": 0}, ValueError, "H_q must be at least 1, got 0"),
     ({"H_q": 32.0}, TypeError, "H_q must be an integer"),
