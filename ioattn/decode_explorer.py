@@ -14,8 +14,9 @@ the top edge), with three schedules (:data:`SCHEDULES`), all counted exactly by
   (schedule (a));
 - per-head standard attention (schedule (a) with the standard algorithm);
 
-and the lower bound of grouped heads, :func:`ioattn.bounds.grouped_lower` (for programs, made
-monotone by :func:`ioattn.bounds.envelope`), dashed. A vertical line marks the least ``M`` from
+and the lower bound of grouped heads, :func:`ioattn.bounds.grouped_lower` (the bound of the
+chapter on inference, section "Grouped heads": a shared ``K``, ``V`` counted once; for
+programs, made monotone by :func:`ioattn.bounds.envelope`), dashed. A vertical line marks the least ``M`` from
 which stacked FlashAttention reads the KV cache once, its I/O the trivial term
 ``2 H_q N_q d + 2 H_kv N_k d`` of the bound (:func:`reads_once_from`, found by bisection on the
 exact counts).
