@@ -16,10 +16,10 @@ the top edge), with three schedules (:data:`SCHEDULES`), all counted exactly by
 
 and the lower bound of grouped heads, :func:`ioattn.bounds.grouped_lower` (the bound of the
 chapter on inference, section "Grouped heads": a shared ``K``, ``V`` counted once; for
-programs, made monotone by :func:`ioattn.bounds.envelope`), dashed. A vertical line marks the least ``M`` from
-which stacked FlashAttention reads the KV cache once, its I/O the trivial term
-``2 H_q N_q d + 2 H_kv N_k d`` of the bound (:func:`reads_once_from`, found by bisection on the
-exact counts).
+programs, made monotone by :func:`ioattn.bounds.envelope`), dashed. A vertical line marks the
+least ``M`` from which stacked FlashAttention reads the KV cache once, its I/O the trivial
+term ``2 H_q N_q d + 2 H_kv N_k d`` of the bound (:func:`reads_once_from`, found by bisection
+on the exact counts).
 
 - :func:`decoding_curves`: the data of one picture (one ``N_q`` and ``g``);
 - :func:`decoding_words` and :func:`decoding_readout`: what the explorer says at a point, in
