@@ -538,7 +538,7 @@ def _domain(*pictures: dict, axis=None) -> list[float]:
     over every picture given (the four pictures of one ``N`` and ``d`` share axes)."""
     ys = [t for data in pictures for n in data["names"] for t in data["totals"][n]
           if t is not None]
-    ys += [b for data in pictures for b in data["lower"] + data["lower_any"]
+    ys += [b for data in pictures for b in data["lower"] + data.get("lower_any", [])
            if b is not None and b > 0]
     Ms = [M for data in pictures for M in data["Ms"]]
     lo, hi = (min(Ms), max(Ms)) if axis is None else axis
@@ -655,9 +655,9 @@ def _gpu_marks(dom) -> str:
     return "".join(out)
 
 
-def _frame(N: int, d: int, dom, shown: bool) -> str:
-    """The static parts of one ``(N, d)``'s picture, shared by both passes and masks: ticks,
-    grid, the line at ``M = d^2`` (labelled) and the marks of real GPUs."""
+def _grid(dom) -> list[str]:
+    """The decade ticks and the grid of a picture's log-log axes ``dom`` (the static
+    explorers' pictures against ``M`` share them)."""
     x0, x1, y0, y1 = dom
     bottom, right = _H - _B, _W - _R
     out = []
@@ -673,6 +673,14 @@ def _frame(N: int, d: int, dom, shown: bool) -> str:
                    f'<line x1="{_L - 5}" y1="{y}" x2="{_L}" y2="{y}" stroke="#333"/>'
                    f'<text x="{_L - 7}" y="{y + 4}" text-anchor="end">'
                    f'10{str(e).translate(_SUP)}</text>')
+    return out
+
+
+def _frame(N: int, d: int, dom, shown: bool) -> str:
+    """The static parts of one ``(N, d)``'s picture, shared by both passes and masks: ticks,
+    grid (:func:`_grid`), the line at ``M = d^2`` (labelled) and the marks of real GPUs."""
+    bottom = _H - _B
+    out = _grid(dom)
     d2 = d * d
     x = _px(dom, d2)
     text = f"d² = {_commas(d2)}"

@@ -10,13 +10,18 @@
 - :func:`parallel_explorer`: the panel across ``P`` processors
   (:func:`ioattn.explorer.parallel_panel`) with sliders for ``P``, ``N`` and ``d`` and the
   pass and mask toggles.
+- :func:`decoding_explorer`: one attention step at inference
+  (:func:`ioattn.decode_explorer.decoding_panel`: stacked and per-head schedules of grouped
+  heads against ``M``, the lower bound of grouped heads) with sliders for ``M``, ``N_q`` and
+  ``g``.
 - :func:`stepper`: a red-blue pebble game replayed move by move
   (:func:`ioattn.pebble.view.stepper`).
 
-All three need ipywidgets (the ``book`` extra); without it they raise an ``ImportError`` saying what
+All four need ipywidgets (the ``book`` extra); without it they raise an ``ImportError`` saying what
 to install. On a static page, :func:`ioattn.explorer.static_explorer`,
-:func:`ioattn.explorer.static_parallel_explorer` and :func:`ioattn.pebble.view.static_stepper`
-draw the same pictures with no kernel.
+:func:`ioattn.explorer.static_parallel_explorer`,
+:func:`ioattn.decode_explorer.static_decoding_explorer` and
+:func:`ioattn.pebble.view.static_stepper` draw the same pictures with no kernel.
 """
 
 from __future__ import annotations
@@ -28,6 +33,16 @@ from ._optional import import_ipywidgets
 from ._validate import as_count, as_flag, as_names, as_real
 from .algorithms import get
 from .api import io_cost
+from .decode_explorer import (
+    DECODE_D,
+    DECODE_HEADS,
+    DECODE_N_K,
+    DECODE_N_QS,
+    decoding_grid,
+    decoding_panel,
+    g_label,
+    query_label,
+)
 from .explorer import (
     DEFAULT_NAMES,
     DEFAULT_OPTIONS,
@@ -56,7 +71,8 @@ from .plotting import STYLE, TITLES
 from .plotting import label as plot_label
 from .sweep import as_options
 
-__all__ = ["DPI_MAX", "LOG2_M_MIN", "explorer", "parallel_explorer", "stepper"]
+__all__ = ["DPI_MAX", "LOG2_M_MIN", "decoding_explorer", "explorer", "parallel_explorer",
+           "stepper"]
 
 #: The smallest ``log2 M`` of the explorer's slider (``M = 16``).
 LOG2_M_MIN = 4.0
@@ -778,4 +794,102 @@ def parallel_explorer(N: int = 4096, d: int = 64, P: int | None = None, *,
     box.update = update
     box.controls = {"P": sP, "N": sN, "d": sd, "pass": sp, "mask": sk}
     box.panel, box.picture, box.state = panel, picture, state
+    return box
+
+
+def decoding_explorer(H_q: int = DECODE_HEADS, d: int = DECODE_D, N_k: int = DECODE_N_K, *,
+                      N_qs=DECODE_N_QS, gs=None, Ms=None, N_q: int = 1, g: int | None = None,
+                      M: int | None = None):
+    """The decoding explorer as an ipywidgets widget, for a notebook with a kernel.
+
+    The picture of :func:`ioattn.decode_explorer.static_decoding_explorer` (one attention step
+    of ``H_q`` query heads in groups of ``g``, ``N_q`` query rows per head against ``N_k``
+    keys: the exact I/O of stacked FlashAttention, per-head FlashAttention and per-head
+    standard attention against ``M``, the lower bound of grouped heads, the ``M`` from which
+    the stacked schedule reads the KV cache once), with the sentence of
+    :func:`ioattn.decode_explorer.decoding_words` and the numbers of
+    :func:`ioattn.decode_explorer.decoding_readout` (:func:`ioattn.decode_explorer.decoding_panel`,
+    an inline SVG). Directly under the picture: sliders for ``M``, ``N_q`` and ``g``. Every
+    picture is computed up front (:func:`ioattn.decode_explorer.decoding_grid`: a fraction of a
+    second at the default sizes) and shares one pair of axes.
+
+    Parameters
+    ----------
+    H_q, d, N_k, N_qs, gs, Ms, N_q, g, M
+        As for :func:`ioattn.decode_explorer.static_decoding_explorer`.
+
+    Returns
+    -------
+    ipywidgets.VBox
+        The widget, with extra attributes: ``update(N_q=None, g=None, M=None)`` (set any of
+        them and redraw once; returns the panel's HTML), ``controls`` (a dict: ``"M"``,
+        ``"N_q"``, ``"g"``), ``picture`` and ``panel`` (the ``HTML`` widgets of the picture and
+        of the readout) and ``state`` (``N_q``, ``g``, ``M`` and ``curves``, the picture drawn,
+        as :func:`ioattn.decode_explorer.decoding_curves` gives it).
+
+    Raises
+    ------
+    ImportError
+        When ipywidgets is not installed.
+    TypeError, ValueError
+        Up front, as :func:`ioattn.decode_explorer.static_decoding_explorer`; ``update``
+        refuses an ``N_q``, ``g`` or ``M`` its sliders do not offer before it moves any control.
+    """
+    widgets = import_ipywidgets("ioattn.widgets.decoding_explorer",
+                                "ioattn.decode_explorer.static_decoding_explorer")
+    grid = decoding_grid(H_q, d, N_k, N_qs=N_qs, gs=gs, Ms=Ms, N_q=N_q, g=g, M=M)
+    Ms, N_qs, gs, (i, j, k) = grid["Ms"], grid["N_qs"], grid["gs"], grid["start"]
+    uid = f"ioattn-decoding-{next(_ids)}"
+    sM = widgets.SelectionSlider(options=[(f"{v:,}", v) for v in Ms], value=Ms[k],
+                                 description="M", tooltip="cache size M (entries)")
+    sQ = widgets.SelectionSlider(options=[(query_label(v), v) for v in N_qs], value=N_qs[i],
+                                 description="N_q", tooltip="query rows per head")
+    sG = widgets.SelectionSlider(options=[(g_label(v, grid["H_q"]), v) for v in gs],
+                                 value=gs[j], description="g",
+                                 tooltip="query heads per key/value head")
+    picture, panel = widgets.HTML(), widgets.HTML()
+    state: dict = {}
+    busy = [False]
+
+    def redraw():
+        c = grid["pics"][N_qs.index(sQ.value)][gs.index(sG.value)]
+        html_ = decoding_panel(c, Ms.index(sM.value), grid["dom"], uid)
+        cut = html_.index('<div class="iod-readout"')       # the picture, the sliders, the rest
+        picture.value, panel.value = html_[:cut] + "</div>", f"<div>{html_[cut:]}"
+        state.update(N_q=sQ.value, g=sG.value, M=sM.value, curves=c)
+        return html_
+
+    def offered(value, name, values):
+        if value is None:
+            return None
+        value = as_count(value, name)
+        if value not in values:
+            raise ValueError(f"{name} = {value} is not one of the explorer's {name}: {values}")
+        return value
+
+    def update(N_q=None, g=None, M=None):
+        """Set any of ``N_q``, ``g`` and ``M`` (each one the sliders offer) and redraw once;
+        returns the panel's HTML."""
+        changes = [(offered(N_q, "N_q", N_qs), sQ), (offered(g, "g", gs), sG),
+                   (offered(M, "M", Ms), sM)]
+        busy[0] = True
+        try:
+            for value, control in changes:
+                if value is not None:
+                    control.value = value
+        finally:
+            busy[0] = False
+        return redraw()
+
+    def on_change(change):
+        if not busy[0]:
+            redraw()
+
+    for w in (sM, sQ, sG):
+        w.observe(on_change, names="value")
+    redraw()
+    box = widgets.VBox([picture, sM, sQ, sG, panel])
+    box.update = update
+    box.controls = {"M": sM, "N_q": sQ, "g": sG}
+    box.picture, box.panel, box.state = picture, panel, state
     return box

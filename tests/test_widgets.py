@@ -10,7 +10,7 @@ pytest.importorskip("ipywidgets")
 
 from matplotlib.layout_engine import ConstrainedLayoutEngine  # noqa: E402
 
-from ioattn.widgets import explorer, parallel_explorer  # noqa: E402
+from ioattn.widgets import decoding_explorer, explorer, parallel_explorer  # noqa: E402
 
 #: How far (pixels) the axes may be from where a new layout puts them.
 TOL = 0.5
@@ -220,3 +220,44 @@ def test_explorer_axis_is_the_same_for_every_d():
     assert w.children[0] is w.image and w.children[1] is w.controls["log2_M"]
     assert w.children[-1] is w.legend and "<summary" in w.legend.value
     assert "FlashAttention" in w.legend.value and not w.figure.legends
+
+
+def test_decoding_explorer_says_what_the_static_one_says():
+    """The live decoding explorer draws the static one's picture at each slider position and
+    writes its sentence; M, N_q and g come directly under the picture."""
+    import html
+
+    from ioattn.decode_explorer import (
+        _svg,
+        decoding_curves,
+        decoding_grid,
+        decoding_readout,
+        decoding_words,
+    )
+
+    w = decoding_explorer()
+    grid = decoding_grid()
+    Ms = grid["Ms"]
+    assert w.children[0] is w.picture and w.children[1:4] == (w.controls["M"],
+                                                              w.controls["N_q"],
+                                                              w.controls["g"])
+    assert (w.state["N_q"], w.state["g"], w.state["M"]) == (1, 8, 1 << 16)
+    for N_q, g, M in ((1, 8, 1 << 16), (7, 4, Ms[0]), (64, 32, Ms[-1]), (2, 1, Ms[10])):
+        w.update(N_q=N_q, g=g, M=M)
+        c = decoding_curves(N_q, g, Ms=Ms)
+        assert w.state["curves"] == c and w.state["M"] == M
+        k = Ms.index(M)
+        assert html.escape(decoding_words(c, k), quote=False) in w.panel.value
+        assert html.escape(decoding_readout(c, k), quote=False) in w.panel.value
+        assert _svg(c, k, grid["dom"]) in w.picture.value
+    w.controls["g"].value = 2                       # a slider itself redraws
+    assert w.state["g"] == 2 and w.state["curves"] == decoding_curves(2, 2, Ms=Ms)
+    before = dict(w.state)
+    for kwargs, error, match in (({"g": 3}, ValueError, "g = 3 is not one of"),
+                                 ({"N_q": 1.0}, TypeError, "N_q must be an integer"),
+                                 ({"M": 4097, "g": 8}, ValueError, "M = 4097 is not one of")):
+        with pytest.raises(error, match=match):
+            w.update(**kwargs)
+        assert w.state == before                    # no control moved
+    with pytest.raises(ValueError, match="g = 3 does not divide H_q = 32"):
+        decoding_explorer(gs=(1, 3))
