@@ -6,10 +6,10 @@ The time model of :mod:`ioattn.parallel.overlap` charges a message of ``w`` byte
 
 Bandwidth. NVIDIA prints the NVLink and PCIe figures of its GPUs as the *total* of both
 directions (900 GB/s for the H100's NVLink); a ring sends to one neighbour while it receives
-from the other, so what one message gets is one direction, half the printed figure. InfiniBand is quoted per
-port and direction (a 400 Gb/s port sends 400 Gb/s while it receives as much), and the systems
-below have one port per GPU. ``bandwidth`` is bytes per second per direction, an exact integer
-(GB/s = 10^9 bytes/s, Gb/s = 10^9 bits/s); ``printed`` is the figure exactly as the source
+from the other, so what one message gets is one direction, half the printed figure.
+InfiniBand is quoted per port and direction (a 400 Gb/s port sends 400 Gb/s while it receives
+as much), and the systems below have one port per GPU. ``bandwidth`` is bytes per second per direction, an exact integer
+(GB/s = 10^9 bytes/s, Gb/s = 10^9 bits/s); ``printed`` is the figure as the source
 prints it.
 
 - ``"PCIe Gen3 x16"`` (T4): NVIDIA, *NVIDIA T4 Tensor Core GPU* datasheet (document 951643),
