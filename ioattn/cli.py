@@ -154,6 +154,18 @@ def _plot_target(path: str) -> str | None:
     return None
 
 
+def _gpu_names() -> list[str]:
+    from .gpus import GPUS
+
+    return list(GPUS)
+
+
+def _link_names() -> list[str]:
+    from .interconnect import LINKS
+
+    return list(LINKS)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="ioattn", description="The I/O complexity of attention, "
                                 "counted exactly in a two-level memory model.")
@@ -176,7 +188,11 @@ def _parser() -> argparse.ArgumentParser:
     s.set_defaults(parser=s)
     sub.add_parser("algorithms", help="list the algorithms")
     par = sub.add_parser("parallel", help="exact words of attention on P processors, "
-                         "with the lower bound")
+                         "with the lower bound (ring, striped, all_to_all, grid; --schemes "
+                         "adds zigzag, all_gather, usp, usp_zigzag)",
+                         description="Exact words of attention on P processors, with the lower "
+                         "bound. Lists ring, striped, all_to_all and grid; --schemes adds the "
+                         "schemes run in practice (zigzag, all_gather, usp, usp_zigzag).")
     par.add_argument("--N", type=_positive, required=True, help="sequence length")
     par.add_argument("--d", type=_positive, required=True, help="head dimension")
     par.add_argument("--heads", type=_positive, default=1, help="heads H (default 1)")
@@ -191,6 +207,13 @@ def _parser() -> argparse.ArgumentParser:
     par.add_argument("--schemes", action="store_true",
                      help="also the schemes run in practice: zigzag ring attention, the "
                      "all-gather of K, V, Ulysses x ring (USP, with a plain or a zigzag ring)")
+    par.add_argument("--overlap", metavar="GPU", choices=_gpu_names(),
+                     help="add the smallest N/P at which each ring's transfers hide behind its "
+                     "compute on this GPU (a time model; forward pass): "
+                     + ", ".join(_gpu_names()))
+    par.add_argument("--link", choices=_link_names(), metavar="LINK",
+                     help="the link for --overlap (default the GPU's link within a node): "
+                     + ", ".join(_link_names()))
     par.add_argument("--json", action="store_true", help="print the rows as JSON")
     par.set_defaults(parser=par)
     from .teach.cli import add_commands
@@ -235,13 +258,17 @@ def _parallel(args) -> int:
         what = "--P" if args.P is not None else "--P-max"
         args.parser.error(f"argument {what}: P = {Ps[-1]} is more than N = {args.N}; every "
                           "processor needs at least one row")
+    if args.link is not None and args.overlap is None:
+        args.parser.error("argument --link: it is the link of --overlap GPU; give --overlap too")
     table = data(args.N, args.d, Ps, heads=args.heads, causal=args.causal,
-                 backward=args.backward, names=NAMES if args.schemes else ALGORITHMS)
+                 backward=args.backward, names=NAMES if args.schemes else ALGORITHMS,
+                 overlap=args.overlap, link=args.link)
     if args.json:
         print(json.dumps(table, indent=1, ensure_ascii=False))
     else:
         print(text(args.N, args.d, Ps, heads=args.heads, causal=args.causal,
-                   backward=args.backward, table=table["rows"]))
+                   backward=args.backward, table=table["rows"], overlap=args.overlap,
+                   link=args.link))
     return 0
 
 

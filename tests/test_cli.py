@@ -313,3 +313,60 @@ def test_a_sweep_out_of_memory_is_one_line(monkeypatch, capsys):
     assert main(["sweep", "--N", "64", "--d", "8"]) == 2
     _one_line_error(capsys, "not enough memory for the sweep over M = 4 to 2,048",
                     "2.00 TiB", "--M-min and --M-max")
+
+
+def test_parallel_lists_every_scheme_with_schemes(capsys):
+    from ioattn.parallel import ALGORITHMS, NAMES
+
+    assert main(["parallel", "--N", "1024", "--d", "8", "--heads", "4", "--P", "4"]) == 0
+    plain = _parallel_cells(capsys.readouterr().out)
+    assert [n for _, n in plain] == list(ALGORITHMS)
+    assert main(["parallel", "--N", "1024", "--d", "8", "--heads", "4", "--P", "4",
+                 "--schemes"]) == 0
+    assert [n for _, n in _parallel_cells(capsys.readouterr().out)] == list(NAMES)
+    with pytest.raises(SystemExit):
+        main(["parallel", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--schemes adds the schemes run in practice (zigzag, all_gather, usp, " \
+        "usp_zigzag)" in help_text
+
+
+def test_parallel_overlap_column(capsys):
+    from ioattn.parallel.overlap import smallest
+
+    argv = ["parallel", "--N", "32768", "--d", "128", "--heads", "8", "--P", "4,8", "--schemes",
+            "--causal", "--overlap", "H100"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "on H100 over NVLink 4 (a time model" in out and "N/P to hide" in out
+    lines = out.splitlines()[6:]
+    seen = 0
+    P = None
+    for line in lines:
+        P = int(line[:5]) if line[:5].strip() else P
+        name = line[7:19].strip()
+        cells = line.split()
+        if name in ("ring", "striped", "zigzag"):
+            n = smallest(name, "H100", "NVLink 4", 128, P, heads=8, causal=True).n
+            assert cells[-2:] == [f"{n:,}", "(yes)" if 32768 // P >= n else "(no)"]
+            seen += 1
+        else:
+            assert cells[-1] == "—"
+    assert seen == 6
+    assert main(argv + ["--link", "InfiniBand NDR", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert (got["overlap"], got["link"]) == ("H100", "InfiniBand NDR")
+    ring8 = [r for r in got["rows"] if r["P"] == 8 and r["name"] == "ring"][0]
+    assert ring8["hide_n"] == smallest("ring", "H100", "InfiniBand NDR", 128, 8, heads=8,
+                                       causal=True).n and ring8["hides"] is False
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--link", "NVLink 4"], "argument --link: it is the link of --overlap GPU"),
+    (["--overlap", "V100"], "argument --overlap: invalid choice: 'V100'"),
+])
+def test_parallel_overlap_bad_arguments(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["parallel", "--N", "64", "--d", "8", *argv])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err

@@ -130,8 +130,8 @@ import numpy as np
 from .._validate import as_count, as_flag
 from .layout import grid_shape, group_sizes, offsets, shares, sizes, usp_shape
 
-__all__ = ["ALGORITHMS", "BACKWARD", "NAMES", "SCHEMES", "WITH_BACKWARD", "ParallelCost",
-           "as_flag", "check", "cost", "pairs", "sweep"]
+__all__ = ["ALGORITHMS", "BACKWARD", "NAMES", "RINGS", "SCHEMES", "WITH_BACKWARD",
+           "ParallelCost", "as_flag", "check", "cost", "pairs", "step_words", "sweep"]
 
 #: The algorithms, in the order the book introduces them.
 ALGORITHMS = ("ring", "striped", "all_to_all", "grid")
@@ -529,3 +529,32 @@ def sweep(N: int, d: int, Ps, *, heads: int = 1, causal: bool = False,
                 row.append(None)
         out[name] = row
     return out
+
+
+#: The algorithms whose forward pass passes blocks of ``K, V`` round a ring, one per step.
+RINGS = ("ring", "striped", "zigzag", "usp", "usp_zigzag")
+
+
+def step_words(name: str, N: int, d: int, P: int, *, heads: int = 1, grid=None) -> np.ndarray:
+    """Words processor ``p`` sends at each step of the forward ring of ``name`` (:data:`RINGS`),
+    ``P x steps`` like ``cost(...).work``: the block ``K_j, V_j`` it holds at step ``s``
+    (``j_s = p - s`` mod the ring), none at the last step. For USP the ring is the one across the
+    ``P_r`` groups, blocks of ``2 d h_u N_j`` words; the all-to-alls are not steps. Summed over
+    the steps: the ring's ``sent`` (for USP, its ring part)."""
+    if name not in RINGS:
+        raise ValueError(f"{name!r} has no ring of K, V blocks; those that do: "
+                         f"{', '.join(RINGS)}")
+    N, d, P, H, grid = check(name, N, d, P, heads, False, grid)
+    if name in ("usp", "usp_zigzag"):
+        P_u, P_r = grid
+        n = [int(x) for x in (shares(N, P) if name == "usp" else group_sizes(N, grid))]
+        h = [int(x) for x in shares(H, P_u)]
+        block = [[2 * d * h[u] * sum(n[g * P_u: (g + 1) * P_u]) for g in range(P_r)]
+                 for u in range(P_u)]
+        words = [[block[p % P_u][(p // P_u - s) % P_r] if s < P_r - 1 else 0
+                  for s in range(P_r)] for p in range(P)]
+    else:
+        n = [int(x) for x in (sizes(N, P, "zigzag") if name == "zigzag" else shares(N, P))]
+        words = [[2 * d * H * n[(p - s) % P] if s < P - 1 else 0 for s in range(P)]
+                 for p in range(P)]
+    return np.asarray(words, _dtype(N, d, H))

@@ -21,7 +21,7 @@ import math
 
 from .._validate import as_count
 from .bounds import lower_bound
-from .costs import ALGORITHMS, NAMES, WITH_BACKWARD, as_flag, cost
+from .costs import ALGORITHMS, NAMES, RINGS, WITH_BACKWARD, as_flag, cost
 
 __all__ = ["TITLES", "data", "fewest", "rows", "text", "why_not"]
 
@@ -81,8 +81,20 @@ def _names(names) -> tuple[str, ...]:
     return names
 
 
+def _overlap(overlap, link):
+    """``(gpu, link)`` checked, the link defaulting to the GPU's first (within a node)."""
+    from ..interconnect import GPU_LINKS
+    from ..interconnect import link as check_link
+    from .overlap import peak
+
+    peak(overlap)                                   # a clear error for an unknown GPU
+    link = GPU_LINKS[overlap][0] if link is None else check_link(link).name
+    return overlap, link
+
+
 def rows(N: int, d: int, Ps, *, heads: int = 1, causal: bool = False,
-         backward: bool = False, names=None) -> list[dict]:
+         backward: bool = False, names=None, overlap: str | None = None,
+         link: str | None = None) -> list[dict]:
     """One row per ``P`` in ``Ps`` and algorithm (in the order of ``names``).
 
     Parameters
@@ -101,6 +113,11 @@ def rows(N: int, d: int, Ps, *, heads: int = 1, causal: bool = False,
         The algorithms, default :data:`~ioattn.parallel.costs.ALGORITHMS` (the four the book
         introduces first); :data:`~ioattn.parallel.costs.NAMES` adds zigzag ring attention, the
         all-gather of ``K, V`` and USP at its default shape.
+    overlap : str, optional
+        A GPU of :data:`ioattn.gpus.GPUS`: add, for the rings of the forward pass
+        (:data:`~ioattn.parallel.costs.RINGS`), the smallest ``N / P`` at which their transfers
+        hide behind their compute (:func:`~ioattn.parallel.overlap.smallest`, a time model) on
+        ``link``, default the GPU's link within a node (:data:`ioattn.interconnect.GPU_LINKS`).
 
     Returns
     -------
@@ -111,7 +128,10 @@ def rows(N: int, d: int, Ps, *, heads: int = 1, causal: bool = False,
         ``balance`` of the work, the ``bound`` (:func:`~ioattn.parallel.bounds.lower_bound`
         with ``S = memory``: the words some processor must receive if none holds more than
         ``S``) and ``ratio = received / bound`` (None when the bound is 0); ``fewest``: True for
-        the least traffic at that ``P`` (:func:`fewest`).
+        the least traffic at that ``P`` (:func:`fewest`); ``hide_n`` (that smallest ``N / P``)
+        and ``hides`` (``N / P >= hide_n``, with ``N / P`` rounded down), None without
+        ``overlap``, for a backward pass, or for a scheme with no ring (USP whose default
+        shape has one group).
 
     Examples
     --------
@@ -127,6 +147,7 @@ def rows(N: int, d: int, Ps, *, heads: int = 1, causal: bool = False,
     Ps = [as_count(P, "P") for P in Ps]
     causal, backward = as_flag(causal, "causal"), as_flag(backward, "backward")
     names = _names(names)
+    gpu_link = None if overlap is None else _overlap(overlap, link)
     too_many = [P for P in Ps if P > N]
     if too_many:
         raise ValueError(f"every processor needs at least one row: P = {too_many[0]} > N = {N}")
@@ -140,27 +161,39 @@ def rows(N: int, d: int, Ps, *, heads: int = 1, causal: bool = False,
             row = {"P": P, "name": n, "applies": c is not None,
                    "why": why_not(n, N, P, heads, backward), "traffic": None, "received": None,
                    "messages": None, "memory": None, "balance": None, "bound": None,
-                   "ratio": None, "fewest": n in best}
+                   "ratio": None, "fewest": n in best, "hide_n": None, "hides": None}
             if c is not None:
                 bound = lower_bound(N, d, P, c.max_memory, heads=heads, causal=causal)
                 row.update(traffic=c.max_traffic, received=c.max_received,
                            messages=c.max_messages, memory=c.max_memory, balance=c.balance,
                            bound=bound, ratio=c.max_received / bound if bound > 0 else None)
+                if gpu_link and n in RINGS and not backward and P > 1 and c.work.shape[1] > 1:
+                    from .overlap import smallest
+
+                    hide = smallest(n, *gpu_link, d, P, heads=heads, causal=causal).n
+                    row.update(hide_n=hide, hides=N // P >= hide)
             out.append(row)
     return out
 
 
 def data(N: int, d: int, Ps, *, heads: int = 1, causal: bool = False,
-         backward: bool = False, names=None) -> dict:
+         backward: bool = False, names=None, overlap: str | None = None,
+         link: str | None = None) -> dict:
     """What ``ioattn parallel --json`` prints: ``N``, ``d``, ``heads``, ``causal``,
-    ``backward``, ``Ps`` and the :func:`rows` (of ``names``)."""
-    r = rows(N, d, Ps, heads=heads, causal=causal, backward=backward, names=names)
-    return {"N": int(N), "d": int(d), "heads": int(heads), "causal": causal,
-            "backward": backward, "Ps": [int(P) for P in Ps], "rows": r}
+    ``backward``, ``Ps`` and the :func:`rows` (of ``names``; with ``overlap``, also
+    ``overlap`` and ``link``)."""
+    r = rows(N, d, Ps, heads=heads, causal=causal, backward=backward, names=names,
+             overlap=overlap, link=link)
+    out = {"N": int(N), "d": int(d), "heads": int(heads), "causal": causal,
+           "backward": backward, "Ps": [int(P) for P in Ps], "rows": r}
+    if overlap is not None:
+        out["overlap"], out["link"] = _overlap(overlap, link)
+    return out
 
 
 def text(N: int, d: int, Ps, *, heads: int = 1, causal: bool = False,
-         backward: bool = False, table: list | None = None, names=None) -> str:
+         backward: bool = False, table: list | None = None, names=None,
+         overlap: str | None = None, link: str | None = None) -> str:
     """The plain-text table of :func:`rows` (or of the given ``table`` of them): one line per
     ``P`` and algorithm, ``*`` after the least traffic at each ``P``, ``—`` where an algorithm
     does not apply (with the reason). The bound is printed rounded down (the words received
@@ -177,8 +210,11 @@ def text(N: int, d: int, Ps, *, heads: int = 1, causal: bool = False,
            all_to_all            —   does not apply: needs H ≥ P
            grid            524,288*    262,144         1      792,576     108,583            2.41
     """
-    table = rows(N, d, Ps, heads=heads, causal=causal, backward=backward, names=names) \
-        if table is None else table
+    table = rows(N, d, Ps, heads=heads, causal=causal, backward=backward, names=names,
+                 overlap=overlap, link=link) if table is None else table
+    hiding = any(r.get("hide_n") is not None for r in table)
+    if overlap is not None:
+        overlap, link = _overlap(overlap, link)
     cols = ["traffic", "received", "messages", "memory", "bound"] + (["balance"] if causal else [])
     what = ", ".join(["backward pass" if backward else "forward pass"]
                      + (["causal mask"] if causal else []))
@@ -187,6 +223,12 @@ def text(N: int, d: int, Ps, *, heads: int = 1, causal: bool = False,
              "Words of the busiest processor; * = the least traffic at that P; bound = lower "
              "bound on the",
              "words received if no processor holds more than its memory (rounded down)."]
+    if hiding:
+        where = f" on {overlap} over {link}" if overlap else ""
+        lines.append("N/P to hide = the smallest N/P at which a ring's transfers hide behind "
+                     "its compute")
+        lines.append(f"{where.strip()} (a time model: alpha + bytes/bandwidth a message, 4d "
+                     "flops a score at the dense peak).")
     # every cell as text first, so that each column is as wide as its widest entry
     cells = []
     for r in table:
@@ -197,8 +239,12 @@ def text(N: int, d: int, Ps, *, heads: int = 1, causal: bool = False,
                       ".2f" if c == "balance" else ",") + ("*" if c == "traffic" and r["fewest"]
                                                            else "")
                for c in cols]
-        cells.append(row + ["—" if r["ratio"] is None else f"{r['ratio']:.2f}"])
-    names = cols + ["received/bound"]
+        row.append("—" if r["ratio"] is None else f"{r['ratio']:.2f}")
+        if hiding:
+            row.append("—" if r.get("hide_n") is None else
+                       f"{r['hide_n']:,} ({'yes' if r['hides'] else 'no'})")
+        cells.append(row)
+    names = cols + ["received/bound"] + (["N/P to hide"] if hiding else [])
     widths = [max([len(n)] + [len(row[i]) for row in cells if row is not None])
               for i, n in enumerate(names)]
     widths[0] = max(widths[0], 2)

@@ -195,3 +195,33 @@ def test_the_command_lists_the_schemes(capsys):
     assert main(["parallel", "--N", "4096", "--d", "64", "--P", "4"]) == 0
     plain = capsys.readouterr().out
     assert "zigzag" not in plain and "usp" not in plain and "grid" in plain
+
+
+def test_overlap_column_is_the_model():
+    from ioattn.parallel.costs import RINGS
+    from ioattn.parallel.overlap import smallest
+
+    N, d, H = 4096, 32, 4
+    table = rows(N, d, [1, 2, 8], heads=H, names=NAMES, overlap="A100", link="InfiniBand HDR")
+    for r in table:
+        ring = r["name"] in RINGS and r["P"] > 1 and cost(
+            r["name"], N, d, r["P"], heads=H).work.shape[1] > 1
+        if not ring:
+            assert r["hide_n"] is None and r["hides"] is None
+            continue
+        n = smallest(r["name"], "A100", "InfiniBand HDR", d, r["P"], heads=H).n
+        assert r["hide_n"] == n and r["hides"] == (N // r["P"] >= n)
+    assert {r["name"] for r in table if r["hide_n"] is not None} == set(RINGS)   # usp: 4 x 2
+    # the link defaults to the one within a node; without overlap, nothing is added
+    default = rows(N, d, [8], heads=H, overlap="A100")
+    assert default[0]["hide_n"] == smallest("ring", "A100", "NVLink 3", d, 8, heads=H).n
+    assert all(r["hide_n"] is None for r in rows(N, d, [8], heads=H))
+    assert all(r["hide_n"] is None for r in rows(N, d, [8], heads=H, backward=True,
+                                                 overlap="A100"))
+    assert "N/P to hide" in text(N, d, [8], heads=H, overlap="A100")
+    assert "N/P to hide" not in text(N, d, [8], heads=H)
+    assert data(N, d, [8], overlap="H200")["link"] == "NVLink 4"
+    with pytest.raises(ValueError, match="unknown GPU"):
+        rows(N, d, [8], overlap="V100")
+    with pytest.raises(ValueError, match="unknown link"):
+        rows(N, d, [8], overlap="T4", link="NVLink 9")
