@@ -21,7 +21,7 @@ model's default schedule does: this is the model's ``dq="atomic"`` schedule
 mask=...)``: ``N d`` more reads and writes than ``dq="store"`` (dense), an atomic add counted
 as a read and a write of its entry.
 
-Blocks: ``d`` is 64 (``B_r = 64``) or 128 (``B_r = 32``), compiled in; ``B_c = 16 w`` keys for
+Blocks: ``d`` is 64 (``B_r = 64``) or 128 (``B_r = 16``), compiled in; ``B_c = 16 w`` keys for
 ``w <= 4`` warps, by default the most that fit in the device's shared memory, up to ``N``
 rounded up to 16.
 
@@ -48,7 +48,7 @@ __all__ = ["FILE", "B_R", "MAX_WARPS", "GRID_Y", "shared_bytes", "plan", "backwa
 
 FILE = "flash_fa2_backward.cu"
 #: ``B_r`` (query rows per step) for each head dimension the kernel is compiled for.
-B_R = {64: 64, 128: 32}
+B_R = {64: 64, 128: 16}
 MAX_WARPS = 4
 #: Most heads along the grid's y axis; the kernels loop over the rest.
 GRID_Y = _GRID_Y

@@ -1,7 +1,8 @@
 // flash_fa2_backward.cu: a FlashAttention-2-class backward [FA2, Algorithm 2 and Section 3.2],
 // parallel over key blocks, on the tensor cores: Q, K, V, dO in float16 (flash_fa2_bwd_f16_d*)
 // or bfloat16 (flash_fa2_bwd_bf16_d*, sm_80 and later), products by mma.sync.m16n8k16 with
-// float32 accumulators; d = 64 (B_r = 64) or d = 128 (B_r = 32) fixed at compile time, B_c =
+// float32 accumulators; d = 64 (B_r = 64) or d = 128 (B_r = 16, which keeps the 128 dK, dV
+// accumulators of a lane and the rest within 255 registers on sm_75) fixed at compile time, B_c =
 // 16 w keys for w <= 4 warps.
 //
 // Schedule (so the counted traffic per head equals ioattn.io_cost("flash", N, d, M,
@@ -124,6 +125,7 @@ __device__ void flash_fa2_bwd_prep(const float* __restrict__ O0, const T* __rest
             const T* g = dO0 + row * d;
             float* dq = dQ0 + row * d;
             float s = 0.f;
+            #pragma unroll 1                               // (unrolled, ptxas spills on sm_80)
             for (int k = lane; k < d; k += 32) {
                 s += fa2b::to_f32(g[k]) * o[k];
                 dq[k] = 0.f;
@@ -373,7 +375,7 @@ extern "C" __global__ __launch_bounds__(128) void flash_fa2_bwd_f16_d64(FA2_BWD_
 
 extern "C" __global__ __launch_bounds__(128) void flash_fa2_bwd_f16_d128(FA2_BWD_ARGS(__half))
 {
-    flash_fa2_bwd<__half, 128, 32>(Q, K, V, dO, L, D, dQ, dK, dV, BH, N, tau, causal, io);
+    flash_fa2_bwd<__half, 128, 16>(Q, K, V, dO, L, D, dQ, dK, dV, BH, N, tau, causal, io);
 }
 
 extern "C" __global__ __launch_bounds__(128) void
@@ -388,7 +390,7 @@ extern "C" __global__ __launch_bounds__(128) void
 flash_fa2_bwd_bf16_d128(FA2_BWD_ARGS(__nv_bfloat16))
 {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
-    flash_fa2_bwd<__nv_bfloat16, 128, 32>(Q, K, V, dO, L, D, dQ, dK, dV, BH, N, tau, causal,
+    flash_fa2_bwd<__nv_bfloat16, 128, 16>(Q, K, V, dO, L, D, dQ, dK, dV, BH, N, tau, causal,
                                           io);
 #endif
 }
