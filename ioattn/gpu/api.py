@@ -87,6 +87,8 @@ class GPUBackwardResult:
     plan: Plan
     heads: int = 1
     backend: str = "cuda"
+    #: As :attr:`GPUResult.accesses`: every kernel's per-site requests (race check only).
+    accesses: tuple = ()
 
 
 class Launch:
@@ -365,6 +367,7 @@ def run_backward(Q, K, V, O, dO, L, *, M: int | None = None, block=None,
         Qs, Ks, Vs, dOs = (to_storage(x, dtype, xp) for x in (Qh, Kh, Vh, dOh))
         go = _flash_fa2_backward.backward(be, the_plan, Qs, Ks, Vs, Oh, dOs, Lh, *grads, io,
                                           scale=tau, count_io=count_io, dtype=dtype)
+    be.take_accesses()
     go()
     be.synchronize()
     counted = None
@@ -372,4 +375,4 @@ def run_backward(Q, K, V, O, dO, L, *, M: int | None = None, block=None,
         reads, writes = (int(v) for v in be.to_host(io))
         counted = IOCount(reads=reads, writes=writes, peak=the_plan.footprint)
     out = tuple(g.reshape(shape) for g in grads)
-    return GPUBackwardResult(out, counted, the_plan, BH, be.name)
+    return GPUBackwardResult(out, counted, the_plan, BH, be.name, be.take_accesses())
