@@ -25,8 +25,8 @@ from . import square_tiling as _square_tiling
 from . import standard as _standard
 from .backend import BACKENDS, Backend, get_backend
 
-__all__ = ["GPUBackwardResult", "GPUResult", "Launch", "KERNELS", "DTYPES", "prepare", "run",
-           "run_backward", "gpu_plan"]
+__all__ = ["GPUBackwardResult", "GPUResult", "Launch", "KERNELS", "BACKWARD_KERNELS", "DTYPES",
+           "prepare", "run", "run_backward", "gpu_plan"]
 
 #: The algorithms with GPU kernels, and the host code that launches them.
 KERNELS = {"flash": _flash, "flash_fa2": _flash_fa2, "square_tiling": _square_tiling, "standard": _standard}

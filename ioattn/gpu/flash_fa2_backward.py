@@ -10,9 +10,10 @@ block (a grid of ``T_c x`` batch-heads, as [FA2]_, Section 3.2, parallelises the
    which is added into ``dQ`` in float32 by ``atomicAdd``.
 
 ``dQ`` by atomics rather than by a second pass: a second pass (parallel over query blocks)
-would recompute ``S``, ``P`` and ``dS`` for every block pair and read ``K``, ``V`` once per
-query block again; the atomics move ``r d`` entries each way per block pair instead. The price
-is an order of the additions that varies from run to run (float32 rounding only).
+would redo two of the five products of every block pair (``S`` and ``dP``: 40% more
+tensor-core work) and read ``K``, ``V`` again for every query block (``2 N d T_r`` entries);
+the atomics move ``r d`` entries each way per block pair instead. The price is an order of the
+additions that varies from run to run (float32 rounding only).
 
 Since the key blocks run in parallel, none can start ``dQ_i`` from zeros in the cache as the
 model's default schedule does: this is the model's ``dq="atomic"`` schedule

@@ -25,11 +25,12 @@
 //          read-modify-write);
 //      then dK_j, dV_j (2 c d) are written.
 //
-// dQ by atomics, not by a second pass over the query blocks: a second pass would recompute S,
-// P and dS for every block (a third more tensor-core work) and read K, V, Q, dO, L and D once
-// more per block pair (T_r (2 c d) per key block), where atomics move r d entries each way per
-// block pair and overlap with the next block's copies. The cost is that the key blocks add
-// into dQ in no fixed order: dQ is reproducible only up to float32 rounding.
+// dQ by atomics, not by a second pass parallel over the query blocks: that pass would redo two
+// of the five products of every block pair (S and dP; 40% more tensor-core work) and read K_j
+// and V_j again for every query block (2 N d T_r entries more, with Q, dO, L, D once more),
+// where the atomics move r d entries each way per block pair and overlap with the next
+// block's copies. The price: the key blocks add into dQ in no fixed order, so dQ is
+// reproducible only up to float32 rounding.
 //
 // Fragments (kernels/mma.cuh; g = lane >> 2, t = lane % 4): warp w owns keys 16 w .. 16 w + 15
 // of the block; an S^T or dP^T accumulator tile of 8 queries holds keys g (c0, c1) and g + 8
