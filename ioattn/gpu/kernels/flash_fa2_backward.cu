@@ -288,7 +288,8 @@ __device__ void flash_fa2_bwd(const T* __restrict__ Q0, const T* __restrict__ K0
                 const int rt = u / CT, col0 = (u - rt * CT) * CW;
                 float acc[CW / 8][4];
                 #pragma unroll
-                for (int n = 0; n < CW / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
+                for (int n = 0; n < CW / 8; ++n)
+                    acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.f;
                 for (int kc = 0; kc < warps; ++kc) {
                     unsigned a[4];
                     ldmatrix<4, true>(a, sS + (16 * kc + 8 * (i8 >> 1) + (lane & 7)) * LS +
