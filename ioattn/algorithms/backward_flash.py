@@ -61,6 +61,17 @@ nonempty block and sums over nonempty blocks::
 
 which is the dense count when every block is nonempty, and about half of it for a causal mask.
 
+``dq="atomic"`` is the schedule of FlashAttention-2's GPU kernel, whose key blocks run in
+parallel ([FA2]_, Section 3.2): no key block knows whether it is the first to touch ``dQ_i``,
+so the preprocess also writes ``dQ = 0`` (all ``N d`` entries) and every visit adds its
+``dS K_j`` into ``dQ_i`` in slow memory, an atomic read-modify-write counted as ``r d`` reads
+and ``r d`` writes. With ``A = sum_I a_I r_I`` (``N`` when dense), it moves exactly ``d A``
+more reads and ``d A`` more writes than the default ``dq="store"``::
+
+    reads  = 4 N d + T_c N (3d + 2),    writes = N + 3 N d + T_c N d    (dense),
+
+the same block sizes, footprint and ``min_M``.
+
 ``block=(B_r, B_c)`` fixes the blocks instead (the preprocess uses ``B_r`` rows as well); the
 least ``M`` is then the unclipped footprint ``4 B_c d + 3 B_r d + 2 B_r + 2 B_r B_c``.
 
@@ -93,6 +104,9 @@ class FlashBackwardPlan(Plan):
 
     B_r: int
     B_c: int
+    #: ``"store"`` (``dQ_i`` read and written back, zeros in the cache first) or ``"atomic"``
+    #: (``dQ`` zeroed by the preprocess, every visit a read-modify-write).
+    dq: str = "store"
 
     @property
     def T_c(self) -> int:
@@ -112,38 +126,49 @@ class FlashBackward(BackwardAlgorithm):
 
     name = "flash"
     summary = "FlashAttention backward: K/V blocks outer, Q/dO/dQ streamed, P recomputed from L"
-    options = {"block": None}
+    options = {"block": None, "dq": "store"}
 
-    def min_M(self, d, block=None):
+    def min_M(self, d, block=None, dq="store"):
+        _check_dq(dq)
         if block is not None:
             B_r, B_c = _block(block)
             return 4 * B_c * d + 3 * B_r * d + 2 * B_r + 2 * B_r * B_c
         return 7 * d + 4
 
-    def describe_rule(self, d, block=None):
+    def describe_rule(self, d, block=None, dq="store"):
         if block is not None:
             return f"the working set of a {block[0]}x{block[1]} block"
         return "B_c = floor((M - 3d - 2)/(4d + 2)) must be at least 1"
 
-    def make_plan(self, N, d, M, block=None):
+    def make_plan(self, N, d, M, block=None, dq="store"):
+        _check_dq(dq)
         if block is None:
             B_c = (M - 3 * d - 2) // (4 * d + 2)
             B_c = ceil_div(N, ceil_div(N, B_c))          # as many blocks, balanced
             B_r = imin(N, (M - 4 * B_c * d) // (3 * d + 2 + 2 * B_c))
         else:
             B_r, B_c = _block(block)
-        return FlashBackwardPlan(N, d, M, B_r, B_c)
+        return FlashBackwardPlan(N, d, M, B_r, B_c, dq)
 
     def cost(self, plan: FlashBackwardPlan) -> IOCount:
         N, d, T_c = plan.N, plan.d, plan.T_c
         if plan.mask is not None:
             return _masked_cost(plan)
-        reads = 3 * N * d + T_c * N * (3 * d + 2)
-        writes = N + 2 * N * d + T_c * N * d
+        extra = N * d if plan.dq == "atomic" else 0         # dQ = 0, and a read per visit
+        reads = 3 * N * d + T_c * N * (3 * d + 2) + extra
+        writes = N + 2 * N * d + T_c * N * d + extra
         return IOCount(reads=reads, writes=writes, peak=plan.footprint)
 
     def simulate(self, mem, Q, K, V, O, dO, L, dQ, dK, dV, plan: FlashBackwardPlan, scale):
         _fa2_backward(mem, Q, K, V, O, dO, L, dQ, dK, dV, plan, scale)
+
+
+DQ_MODES = ("store", "atomic")
+
+
+def _check_dq(dq):
+    if dq not in DQ_MODES:
+        raise ValueError(f"dq must be one of {', '.join(map(repr, DQ_MODES))}; got {dq!r}")
 
 
 def _masked_cost(plan: FlashBackwardPlan) -> IOCount:
@@ -156,9 +181,10 @@ def _masked_cost(plan: FlashBackwardPlan) -> IOCount:
     rows_on, cols_on = act.any(axis=1), act.any(axis=0)
     active_rows = int(r[rows_on].sum())
     visits = int(r @ act.sum(axis=1))                     # sum of r_I over visited blocks
+    extra = d * active_rows if plan.dq == "atomic" else 0
     reads = 2 * d * active_rows + 2 * d * int(c[cols_on].sum()) + (3 * d + 2) * visits \
-        - d * active_rows
-    writes = active_rows + d * (N - active_rows) + d * visits + 2 * N * d
+        - d * active_rows + extra
+    writes = active_rows + d * (N - active_rows) + d * visits + 2 * N * d + extra
     peak = max(blocks.largest(lambda r_, c_: 4 * c_ * d + 3 * r_ * d + 2 * r_ + 2 * r_ * c_),
                int((r[rows_on] * (2 * d + 1)).max(initial=0)),    # the preprocess
                int((r[~rows_on] * d).max(initial=0)),             # dQ_I = 0
@@ -176,8 +202,9 @@ def _band_cost(plan: FlashBackwardPlan) -> IOCount:
     N, d = plan.N, plan.d
     visits = band_sums(N, plan.B_r, plan.B_c, *plan.mask.band).rows   # sum of r_I, (I, J) visited
     R, C = min(plan.B_r, N), min(plan.B_c, N)
-    return IOCount(reads=3 * d * N + (3 * d + 2) * visits,
-                   writes=N + d * visits + 2 * N * d,
+    extra = d * N if plan.dq == "atomic" else 0
+    return IOCount(reads=3 * d * N + (3 * d + 2) * visits + extra,
+                   writes=N + d * visits + 2 * N * d + extra,
                    peak=max(4 * C * d + 3 * R * d + 2 * R + 2 * R * C, R * (2 * d + 1)))
 
 
@@ -188,14 +215,18 @@ def _fa2_backward(mem, Q, K, V, O, dO, L, dQ, dK, dV, plan, scale):
         full = visited
     else:
         visited, full = plan.mask.blocks(plan.B_r, plan.B_c)[:2]
+    atomic = plan.dq == "atomic"
     first = np.argmax(visited, axis=1)                    # where dQ_I starts as zeros
+    if atomic:
+        first[:] = -1                                     # never: dQ = 0 in slow memory
     D = mem.allocate_slow("D", N)
     for bi, i0 in enumerate(range(0, N, plan.B_r)):       # 1. D = rowsum(dO o O)
         rows = slice(i0, min(i0 + plan.B_r, N))
-        if not visited[bi].any():                         # nothing to attend to: dQ_I = 0
+        if atomic or not visited[bi].any():               # dQ_I = 0 (attends to nothing)
             zeros = mem.allocate((rows.stop - i0, d), "dQ_i = 0")
             mem.write(dQ, zeros, rows)
             mem.free(zeros)
+        if not visited[bi].any():
             continue
         dO_i, O_i = mem.read(dO, rows), mem.read(O, rows)
         D_i = mem.allocate(dO_i.shape[0], "D_i", fill=None)
@@ -235,7 +266,7 @@ def _fa2_backward(mem, Q, K, V, O, dO, L, dQ, dK, dV, plan, scale):
             dS -= D_i[:, None]
             dS *= P                                         # dS_ij, in place
             dQ_i = mem.read(dQ, rows) if bj != first[bi] else mem.allocate((r, d), "dQ_i")
-            dQ_i += dS @ K_j
+            dQ_i += dS @ K_j                                # atomic: one read-modify-write
             mem.write(dQ, dQ_i, rows)
             dK_j += dS.T @ Q_i                              # tau applied once, below
             mem.free(Q_i, L_i, P, dO_i, D_i, dS, dQ_i)

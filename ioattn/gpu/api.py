@@ -20,15 +20,19 @@ from ..memory import IOCount
 from . import backward as _backward
 from . import flash as _flash
 from . import flash_fa2 as _flash_fa2
+from . import flash_fa2_backward as _flash_fa2_backward
 from . import square_tiling as _square_tiling
 from . import standard as _standard
 from .backend import BACKENDS, Backend, get_backend
 
-__all__ = ["GPUBackwardResult", "GPUResult", "Launch", "KERNELS", "DTYPES", "prepare", "run",
-           "run_backward", "gpu_plan"]
+__all__ = ["GPUBackwardResult", "GPUResult", "Launch", "KERNELS", "BACKWARD_KERNELS", "DTYPES",
+           "prepare", "run", "run_backward", "gpu_plan"]
 
 #: The algorithms with GPU kernels, and the host code that launches them.
 KERNELS = {"flash": _flash, "flash_fa2": _flash_fa2, "square_tiling": _square_tiling, "standard": _standard}
+
+#: The backward kernels (:func:`run_backward`'s ``kernel``), and their host code.
+BACKWARD_KERNELS = {"flash": _backward, "flash_fa2": _flash_fa2_backward}
 
 #: Storage precisions: float32 everywhere; float16 and bfloat16 (tensor cores, float32
 #: accumulation) for ``flash``.
@@ -83,6 +87,8 @@ class GPUBackwardResult:
     plan: Plan
     heads: int = 1
     backend: str = "cuda"
+    #: As :attr:`GPUResult.accesses`: every kernel's per-site requests (race check only).
+    accesses: tuple = ()
 
 
 class Launch:
@@ -203,7 +209,10 @@ def gpu_plan(name: str, N: int, d: int, *, M: int | None = None, block=None,
     if budget is None:
         be = get_backend(backend) if isinstance(backend, str) else backend
         budget = be.shared_memory_per_block
-    host = _backward if backward else KERNELS[name]
+    if backward and name not in BACKWARD_KERNELS:
+        raise ValueError(f"no backward kernels for {name!r}; there are "
+                         f"{', '.join(sorted(BACKWARD_KERNELS))}")
+    host = BACKWARD_KERNELS[name] if backward else KERNELS[name]
     return host.plan(N, d, M=M, block=block, dtype=dtype, budget=budget, **options)
 
 
@@ -306,15 +315,28 @@ def run(name: str, Q, K, V, *, M: int | None = None, block=None, causal: bool = 
 
 def run_backward(Q, K, V, O, dO, L, *, M: int | None = None, block=None,
                  scale: float | None = None, count_io: bool = False,
-                 backend: str = "cuda") -> GPUBackwardResult:
-    """The gradients ``(dQ, dK, dV)`` by the FlashAttention backward kernel (float32), from the
+                 backend: str = "cuda", kernel: str = "flash", dtype: str = "float32",
+                 causal: bool = False) -> GPUBackwardResult:
+    """The gradients ``(dQ, dK, dV)`` (float32) by a FlashAttention backward kernel, from the
     forward's ``O`` and ``L`` (``run("flash", ..., save_lse=True)``) and the upstream ``dO``.
 
-    ``M``, ``block``, ``scale``, ``count_io`` and ``backend`` as in :func:`run`; the count equals
-    ``ioattn.io_cost("flash", N, d, M, backward=True)`` per head.
+    ``kernel="flash"`` (the default) is the readable float32 kernel, one block per head; its
+    count equals ``ioattn.io_cost("flash", N, d, M, backward=True)`` per head.
+    ``kernel="flash_fa2"`` is FlashAttention-2's backward, one block per key block, on the
+    tensor cores (``dtype`` float16 or bfloat16, ``d`` 64 or 128, ``causal`` allowed;
+    :mod:`ioattn.gpu.flash_fa2_backward`); its count equals ``ioattn.io_cost("flash", N, d, M,
+    backward=True, block=(B_r, B_c), dq="atomic", mask=...)`` per head. ``Q, K, V, dO`` are
+    rounded to ``dtype``; ``O`` and ``L`` are read in float32. ``M``, ``block``, ``scale``,
+    ``count_io`` and ``backend`` as in :func:`run`.
     """
-    _check_arguments("flash", M=M, block=block, backend=backend, scale=scale,
-                     count_io=count_io)
+    if not isinstance(kernel, str) or kernel not in BACKWARD_KERNELS:
+        raise ValueError(f"no backward kernels {kernel!r}{suggest(kernel, BACKWARD_KERNELS)}; "
+                         f"there are {', '.join(sorted(BACKWARD_KERNELS))}")
+    _check_arguments(kernel, M=M, block=block, backend=backend, scale=scale, dtype=dtype,
+                     count_io=count_io, causal=causal)
+    if kernel == "flash" and dtype != "float32":
+        raise ValueError(f"the readable flash backward runs in float32, not {dtype!r}; "
+                         f"kernel='flash_fa2' takes float16 and bfloat16")
     be = get_backend(backend)
     shape = tuple(Q.shape)
     Qh = _as_heads(Q, "Q", be)
@@ -332,11 +354,20 @@ def run_backward(Q, K, V, O, dO, L, *, M: int | None = None, block=None,
     if bool(xp.isnan(Lh).any()) or bool(xp.isneginf(Lh).any()):
         raise ValueError("L has NaN or -inf entries; pass the forward's row log-sum-exp")
     tau = _scale(scale, d)
-    the_plan = gpu_plan("flash", N, d, M=M, block=block, backend=be, backward=True)
+    the_plan = gpu_plan(kernel, N, d, M=M, block=block, dtype=dtype, backend=be,
+                        backward=True)
+    if causal:
+        the_plan = replace(the_plan, mask=Mask.causal(N))
     grads = tuple(xp.full((BH, N, d), np.nan, dtype=xp.float32) for _ in range(3))
     io = xp.zeros(2, dtype=xp.uint64)
-    go = _backward.backward(be, the_plan, Qh, Kh, Vh, Oh, dOh, Lh, *grads, io, scale=tau,
-                            count_io=count_io)
+    if kernel == "flash":
+        go = _backward.backward(be, the_plan, Qh, Kh, Vh, Oh, dOh, Lh, *grads, io, scale=tau,
+                                count_io=count_io)
+    else:
+        Qs, Ks, Vs, dOs = (to_storage(x, dtype, xp) for x in (Qh, Kh, Vh, dOh))
+        go = _flash_fa2_backward.backward(be, the_plan, Qs, Ks, Vs, Oh, dOs, Lh, *grads, io,
+                                          scale=tau, count_io=count_io, dtype=dtype)
+    be.take_accesses()
     go()
     be.synchronize()
     counted = None
@@ -344,4 +375,4 @@ def run_backward(Q, K, V, O, dO, L, *, M: int | None = None, block=None,
         reads, writes = (int(v) for v in be.to_host(io))
         counted = IOCount(reads=reads, writes=writes, peak=the_plan.footprint)
     out = tuple(g.reshape(shape) for g in grads)
-    return GPUBackwardResult(out, counted, the_plan, BH, be.name)
+    return GPUBackwardResult(out, counted, the_plan, BH, be.name, be.take_accesses())

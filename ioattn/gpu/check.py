@@ -39,8 +39,9 @@ __all__ = ["LAUNCHES", "TOTAL_SECONDS", "check_dir", "find_sanitizer", "launch",
 TOTAL_SECONDS = 480
 LIMITS = {"test-gpu": 120, "memcheck": 120, "racecheck": 140, "benchmark": 90}
 
-#: One small launch of every kernel: name -> (algorithm, keyword arguments of ioattn.gpu.run,
-#: or "backward"). Sizes are small (sanitizers slow kernels 10-100x) but ragged at the edges.
+#: One small launch of every kernel: name -> (algorithm, keyword arguments of ioattn.gpu.run),
+#: or ("backward", keyword arguments of ioattn.gpu.run_backward). Sizes are small (sanitizers
+#: slow kernels 10-100x) but ragged at the edges.
 LAUNCHES = {
     "flash-float32": ("flash", dict(dtype="float32", causal=True, save_lse=True)),
     "flash-float16": ("flash", dict(dtype="float16", causal=True, save_lse=True)),
@@ -51,6 +52,9 @@ LAUNCHES = {
     "flash-backward": ("backward", dict()),
     "flash_fa2-float16": ("flash_fa2", dict(dtype="float16", causal=True, save_lse=True)),
     "flash_fa2-bfloat16": ("flash_fa2", dict(dtype="bfloat16")),
+    "flash_fa2-backward-float16": ("backward", dict(kernel="flash_fa2", dtype="float16",
+                                                    causal=True)),
+    "flash_fa2-backward-bfloat16": ("backward", dict(kernel="flash_fa2", dtype="bfloat16")),
 }
 #: The shape every launch uses: batch x heads, N (not a multiple of any block), d.
 SHAPE = (2, 100, 64)
@@ -119,9 +123,9 @@ def launch(name: str) -> None:
     rng = np.random.default_rng(0)
     Q, K, V = (rng.standard_normal(SHAPE).astype(np.float32) for _ in range(3))
     if algorithm == "backward":
-        fwd = g.run("flash", Q, K, V, save_lse=True)
+        fwd = g.run("flash", Q, K, V, save_lse=True, causal=kw.get("causal", False))
         dO = rng.standard_normal(SHAPE).astype(np.float32)
-        out = g.run_backward(Q, K, V, fwd.output, dO, fwd.lse)
+        out = g.run_backward(Q, K, V, fwd.output, dO, fwd.lse, **kw)
         arrays = out.output
     else:
         arrays = (g.run(algorithm, Q, K, V, **kw).output,)

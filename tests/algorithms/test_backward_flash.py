@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import ioattn
+from ioattn.masks import Mask
 from ioattn.algorithms import get
 from ioattn.algorithms.base import ceil_div
 
@@ -50,7 +51,7 @@ def footprint(N, d, B_r, B_c):
 
 def test_registered():
     assert "flash" in ioattn.algorithms(backward=True)
-    assert ALGO.name == "flash" and ALGO.options == {"block": None}
+    assert ALGO.name == "flash" and ALGO.options == {"block": None, "dq": "store"}
 
 
 @pytest.mark.parametrize("N, d, M", SHAPES)
@@ -270,3 +271,66 @@ def test_bad_input():
         ioattn.run_backward("flash", Q, K, V, dO, 24)
     with pytest.raises(ValueError, match="scale must be"):
         ioattn.run_backward("flash", Q, K, V, dO, M, scale=-1.0)
+
+
+# --- dq="atomic": FlashAttention-2's GPU schedule, dQ zeroed first and added into -----------
+
+@given(data=st.data(), N=st.integers(1, 40), d=st.integers(1, 10))
+def test_atomic_dq_count_equals_closed_form(data, N, d):
+    """The run, its closed form, and the dense count plus N d reads and N d writes agree."""
+    lo = least_M(d)
+    M = data.draw(st.integers(lo, lo + 50 * d * d), label="M")
+    Q, K, V, dO = inputs(N, d, seed=N * d + 1)
+    r = ioattn.run_backward("flash", Q, K, V, dO, M, dq="atomic")
+    assert r.plan.dq == "atomic"
+    assert r.io == ioattn.io_cost("flash", N, d, M, backward=True, dq="atomic")
+    store = ioattn.io_cost("flash", N, d, M, backward=True)
+    assert (r.io.reads, r.io.writes) == (store.reads + N * d, store.writes + N * d)
+    reads, writes = expected(N, d, r.plan.T_c)
+    assert (r.io.reads, r.io.writes) == (reads + N * d, writes + N * d)
+    assert r.io.peak == store.peak <= M
+    if N > 1:
+        assert_gradients(r, Q, K, V, dO)
+
+
+@given(data=st.data(), N=st.integers(2, 30), d=st.integers(1, 6))
+def test_atomic_dq_count_under_masks(data, N, d):
+    """Causal (the band closed form) and a drawn boolean mask (the block sums), each equal to
+    the run and to the store schedule plus d times the rows of the active query blocks."""
+    B_r, B_c = data.draw(st.integers(1, 12), label="B_r"), data.draw(st.integers(1, 12), "B_c")
+    M = least_M(d, block=(B_r, B_c))
+    Q, K, V, dO = inputs(N, d, seed=N + 7 * d)
+    rng = np.random.default_rng(N * 31 + d)
+    drawn = rng.random((N, N)) < data.draw(st.sampled_from([0.05, 0.3, 0.9]), label="density")
+    for mask in (Mask.causal(N), drawn):
+        kw = dict(block=(B_r, B_c), mask=mask)
+        r = ioattn.run_backward("flash", Q, K, V, dO, M, dq="atomic", **kw)
+        assert r.io == ioattn.io_cost("flash", N, d, M, backward=True, dq="atomic", **kw)
+        store = ioattn.io_cost("flash", N, d, M, backward=True, **kw)
+        blocks = r.plan.mask.blocks(B_r, B_c)
+        active = int(blocks.rows[blocks.nonempty.any(axis=1)].sum())
+        assert (r.io.reads, r.io.writes) == (store.reads + d * active, store.writes + d * active)
+
+
+def test_atomic_dq_trace():
+    """dQ is written once as zeros by the preprocess, then read and written once per visit."""
+    N, d, M = 40, 4, 600
+    Q, K, V, dO = inputs(N, d, seed=2)
+    r = ioattn.run_backward("flash", Q, K, V, dO, M, trace=True, dq="atomic")
+    T_c = r.plan.T_c
+    assert T_c > 1
+    per_array = {}
+    for t in r.trace:
+        per_array[t.op, t.array] = per_array.get((t.op, t.array), 0) + t.entries
+    assert per_array["read", "dQ"] == T_c * N * d
+    assert per_array["write", "dQ"] == (T_c + 1) * N * d
+    first_K = next(k for k, t in enumerate(r.trace) if t.array == "K")
+    assert {t.array for t in r.trace[:first_K]} == {"O", "dO", "D", "dQ"}
+    assert_gradients(r, Q, K, V, dO)
+
+
+def test_dq_option_is_checked():
+    with pytest.raises(ValueError, match="dq must be one of 'store', 'atomic'"):
+        ioattn.io_cost("flash", 10, 2, 100, backward=True, dq="atomics")
+    with pytest.raises(ValueError, match="dq must be one of"):
+        ioattn.min_M("flash", 2, backward=True, dq=None)

@@ -58,7 +58,7 @@ def test_matches_reference_and_io_cost(rng, shape, block, causal, dtype):
     check(rng, shape, dtype=dtype, causal=causal, block=block)
 
 
-@settings(max_examples=40, deadline=None,
+@settings(max_examples=200, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_random_shapes(rng, data):

@@ -86,11 +86,22 @@ CASES = [pytest.param(*case, causal, id=f"{case[0]}-{case[2].get('dtype', 'float
 # (shape, options): several K/V and query blocks with ragged last ones; one block of each.
 BACKWARD = [((1, 45, 16), {"block": (7, 12)}), ((1, 37, 32), {"M": 2500})]
 BACKWARD_KERNELS = {"flash_backward_preprocess", "flash_backward"}
+# (shape, options, kernels launched) of the tensor-core backward: several key and query blocks
+FA2_BACKWARD = [
+    ((1, 150, 64), {"dtype": "float16", "block": (64, 32), "causal": True},
+     {"flash_fa2_bwd_prep_f16", "flash_fa2_bwd_f16_d64"}),
+    ((2, 45, 128), {"dtype": "bfloat16"}, {"flash_fa2_bwd_prep_bf16", "flash_fa2_bwd_bf16_d128"}),
+    ((1, 70, 64), {"dtype": "bfloat16", "causal": True},
+     {"flash_fa2_bwd_prep_bf16", "flash_fa2_bwd_bf16_d64"}),
+    ((1, 40, 128), {"dtype": "float16", "block": (16, 16)},
+     {"flash_fa2_bwd_prep_f16", "flash_fa2_bwd_f16_d128"}),
+]
 
 
 def test_the_cases_cover_every_kernel():
     every = {k for f in files() for k in kernel_names(f)}
-    covered = set().union(*(case[3] for case in FORWARD), BACKWARD_KERNELS)
+    covered = set().union(*(case[3] for case in FORWARD), BACKWARD_KERNELS,
+                          *(case[2] for case in FA2_BACKWARD))
     assert covered == every
 
 
@@ -127,6 +138,24 @@ def test_backward_kernels_have_no_race(rng, launched, shape, options, count_io):
     want = reference_backward(*(x[0].astype(np.float64) for x in (Q, K, V, dO)))
     for got, w in zip(r.output, want):
         assert rel_error(got[0], w) <= 1e-5
+
+
+@pytest.mark.parametrize("count_io", [False, True], ids=["plain", "count_io"])
+@pytest.mark.parametrize("shape, options, kernels", FA2_BACKWARD)
+def test_tensor_core_backward_kernels_have_no_race(rng, launched, shape, options, kernels,
+                                                   count_io):
+    Q, K, V, dO = (rng.standard_normal(shape).astype(np.float32) for _ in range(4))
+    causal = options.get("causal", False)
+    O, L = reference(Q, K, V, causal=causal)
+    r = run_backward(Q, K, V, O.astype(np.float32), dO, L.astype(np.float32),
+                     kernel="flash_fa2", count_io=count_io, backend=RACECHECK, **options)
+    assert launched == kernels
+    mask = np.tril(np.ones(shape[1:2] * 2, dtype=bool)) if causal else None
+    for h in range(shape[0]):
+        want = reference_backward(*(x[h].astype(np.float64) for x in (Q, K, V, dO)),
+                                  None, mask)
+        for got, w in zip(r.output, want):
+            assert rel_error(got[h], w) <= 3e-2
 
 
 def test_a_real_kernel_without_a_barrier_is_reported(rng, monkeypatch):
