@@ -325,8 +325,11 @@ def prepare_decode(Q, K_pages, V_pages, table, N_k, *, S: int = 1, B_c: int | No
     if used is None:
         _finite(Kv[:, :, :N_k], "K_pages", xp), _finite(Vv[:, :, :N_k], "V_pages", xp)
     else:
-        pages_read = xp.unique(used)
-        _finite(Kv[pages_read], "K_pages", xp), _finite(Vv[pages_read], "V_pages", xp)
+        # the rows the kernel reads: every row of the full pages, the valid ones of the last
+        last = N_k - (used.shape[1] - 1) * P_s
+        for x, name in ((Kv, "K_pages"), (Vv, "V_pages")):
+            _finite(x[xp.unique(used[:, :-1])], name, xp)
+            _finite(x[xp.unique(used[:, -1])][:, :, :last], name, xp)
     tau = _scale(scale, d)
     f32 = xp.float32
     Qs = xp.ascontiguousarray(Q4, dtype=f32)
