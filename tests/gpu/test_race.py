@@ -86,11 +86,16 @@ CASES = [pytest.param(*case, causal, id=f"{case[0]}-{case[2].get('dtype', 'float
 # (shape, options): several K/V and query blocks with ragged last ones; one block of each.
 BACKWARD = [((1, 45, 16), {"block": (7, 12)}), ((1, 37, 32), {"M": 2500})]
 BACKWARD_KERNELS = {"flash_backward_preprocess", "flash_backward"}
+# decoding (ioattn.gpu.decode): (batch, H_q, H_kv, N_q, N_k, d, B_c, P_s, S), pages that do not
+# divide the tile and a ragged last page, d with and without 16-byte rows, one split and three
+DECODE = [(2, 4, 2, 3, 37, 16, 8, 5, 3), (1, 8, 1, 1, 45, 6, 16, None, 1),
+          (1, 2, 1, 7, 30, 32, 4, 8, 4)]
+DECODE_KERNELS = {"decode_split", "decode_merge"}
 
 
 def test_the_cases_cover_every_kernel():
     every = {k for f in files() for k in kernel_names(f)}
-    covered = set().union(*(case[3] for case in FORWARD), BACKWARD_KERNELS)
+    covered = set().union(*(case[3] for case in FORWARD), BACKWARD_KERNELS, DECODE_KERNELS)
     assert covered == every
 
 
@@ -127,6 +132,24 @@ def test_backward_kernels_have_no_race(rng, launched, shape, options, count_io):
     want = reference_backward(*(x[0].astype(np.float64) for x in (Q, K, V, dO)))
     for got, w in zip(r.output, want):
         assert rel_error(got[0], w) <= 1e-5
+
+
+@pytest.mark.parametrize("count_io", [False, True], ids=["plain", "count_io"])
+@pytest.mark.parametrize("case", DECODE, ids=[f"decode-{i}" for i in range(len(DECODE))])
+def test_decoding_kernels_have_no_race(rng, launched, case, count_io):
+    from ioattn.gpu import decode
+
+    from .test_decode import paged
+    from .test_decode import reference as decode_reference
+
+    batch, H_q, H_kv, N_q, N_k, d, B_c, P_s, S = case
+    Q = rng.standard_normal((batch, H_q, N_q, d)).astype(np.float32)
+    K, V = (rng.standard_normal((batch, H_kv, N_k, d)).astype(np.float32) for _ in range(2))
+    cache = (K, V, None) if P_s is None else paged(rng, K, V, P_s)
+    r = decode(Q, *cache, N_k, S=S, B_c=B_c, causal=True, count_io=count_io, backend=RACECHECK)
+    assert launched == (DECODE_KERNELS if S > 1 else {"decode_split"})
+    assert rel_error(r.output, decode_reference(Q, K, V, causal=True)) <= 1e-5
+    assert (r.io is not None) == count_io and r.backend == RACECHECK
 
 
 def test_a_real_kernel_without_a_barrier_is_reported(rng, monkeypatch):
