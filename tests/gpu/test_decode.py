@@ -275,3 +275,16 @@ def test_on_the_gpu(rng):
               backend="cuda")
     check(rng, batch=1, H_q=8, H_kv=1, N_q=7, N_k=333, d=64, B_c=32, P_s=24, S=5, causal=True,
           backend="cuda")
+
+
+def test_the_gpu_check_launch_runs_in_the_emulator():
+    """``make gpu-check``'s decoding launch (ioattn/gpu/check.py) is a valid plan: it runs here,
+    counted as the model says, and writes every entry."""
+    from ioattn.gpu import check
+
+    assert check.LAUNCHES["decode-paged"][0] == "decode"
+    kw = check.LAUNCHES["decode-paged"][1]
+    out = check.decode_launch(np.random.default_rng(0), backend=EMU, **kw)
+    batch, H_q, _, N_q, _, d = check.DECODE_SHAPE
+    assert out.shape == (batch, H_q, N_q, d)
+    assert np.isfinite(out).all()
