@@ -40,7 +40,8 @@ TOTAL_SECONDS = 480
 LIMITS = {"test-gpu": 120, "memcheck": 120, "racecheck": 140, "benchmark": 90}
 
 #: One small launch of every kernel: name -> (algorithm, keyword arguments of ioattn.gpu.run,
-#: or "backward", or "decode" with those of ioattn.gpu.decode). Sizes are small (sanitizers slow kernels 10-100x) but ragged at the edges.
+#: or "backward", or "decode" with those of ioattn.gpu.decode). Sizes are small (sanitizers
+#: slow kernels 10-100x) but ragged at the edges.
 LAUNCHES = {
     "flash-float32": ("flash", dict(dtype="float32", causal=True, save_lse=True)),
     "flash-float16": ("flash", dict(dtype="float16", causal=True, save_lse=True)),

@@ -163,7 +163,8 @@ def decode_plan(H_q: int, H_kv: int, N_q: int, N_k: int, d: int, *, B_c: int | N
                          "share a key/value head)")
     if N_q > MAX_N_Q:
         raise ValueError(f"the decoding kernel takes N_q <= {MAX_N_Q} query rows per head, got "
-                         f"N_q = {N_q}; a longer chunk is a prefill: use ioattn.gpu.run('flash', ...)")
+                         f"N_q = {N_q}; a longer chunk is a prefill: use "
+                         "ioattn.gpu.run('flash', ...)")
     if d > MAX_D:
         raise ValueError(f"the decoding kernel takes d <= {MAX_D}, got d = {d}")
     if P_s is not None:

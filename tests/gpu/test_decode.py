@@ -83,8 +83,8 @@ def check(rng, *, batch=1, H_q, H_kv, N_q, N_k, d, B_c=None, P_s=None, S=1, caus
 
 
 # N_q in {1, 2, 7} x g in {1, 2, 8, H_q}; every case runs S = 1, 2, 5 (T = 5 tiles of 8 keys,
-# the last of 5), dense and causal (S = 5 both), with pages that do not divide the tile (5), that do (4),
-# larger than it (16), or no pages; the last page is ragged in each.
+# the last of 5), dense and causal (S = 5 both), with pages that do not divide the tile (5),
+# that do (4), larger than it (16), or no pages; the last page is ragged in each.
 GROUPS = [(8, 8), (8, 4), (8, 1), (16, 1)]       # (H_q, H_kv): g = 1, 2, 8, H_q = 16
 PAGES = [5, 4, 16, None]
 
@@ -288,3 +288,30 @@ def test_the_gpu_check_launch_runs_in_the_emulator():
     batch, H_q, _, N_q, _, d = check.DECODE_SHAPE
     assert out.shape == (batch, H_q, N_q, d)
     assert np.isfinite(out).all()
+
+
+def test_the_benchmark_predicts_from_the_counted_bytes(capsys):
+    """benchmarks/decode.py: bytes = 4 x decoding_cost for the kernel's plan; the predicted time
+    is the bytes over each GPU's bandwidth where the float32 operations take less."""
+    import importlib.util
+    from pathlib import Path
+
+    from ioattn.gpus import GPUS
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "decode.py"
+    spec = importlib.util.spec_from_file_location("decode_benchmark", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    r = bench.row("GQA 32/8", 32, 8, 1, 4096, 1)
+    cost = decoding_cost(32, 8, 1, 4096, 128, B_c=r["B_c"], P_s=16, S=r["S"])
+    assert r["bytes"] == 4 * (cost.reads + cost.writes) and r["S"] == 17 and r["B_c"] == 64
+    # the cache read once per group: 2 N_k d H_kv entries, plus Q, table, partials and O
+    assert r["bytes"] > 4 * 2 * 4096 * 128 * 8
+    for g in bench.GPUS:
+        assert not r["compute_bound"][g]
+        assert r["us"][g] == pytest.approx(1e6 * r["bytes"] / GPUS[g].bandwidth, rel=1e-12)
+    mqa = bench.row("MQA 32/1", 32, 1, 4, 32768, 1)     # g N_q = 128 rows: past the ridge
+    assert all(mqa["compute_bound"].values())
+    assert bench.main([]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 3 + len(bench.cases()) and out[3].startswith("| GQA 32/8 | 1 | 4096 | 1 |")

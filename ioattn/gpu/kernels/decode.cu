@@ -21,10 +21,13 @@
 // decode_merge: one block per (h, b), grid (H_kv, batch): the S partials merged per row by
 // log-sum-exp, O = sum_s l_s e^(m_s - M) O_s / sum_s l_s e^(m_s - M), M = max_s m_s.
 //
-// Decoding is bound by reading the cache (N_q g rows against N_k keys: about 2 g N_q
-// operations per entry of K, V read), so the products run in float32 on the CUDA cores,
-// one thread per score and per output entry; what matters for time is that the cache is read
-// once per group, in 16-byte loads where d is a multiple of 4.
+// Decoding is bound by reading the cache: the R = g N_q stacked rows make 4 R d operations per
+// key against 2 d entries of K, V read, about R / 2 operations per byte, under the float32
+// CUDA-core ridge of the GPUs of ioattn.gpus (10 to 25 operations per byte) while R is below
+// about 20 (benchmarks/decode.py shows where multi-query heads or speculation cross it). So the
+// products run in float32 on the CUDA cores, one thread per score and per output entry, which
+// keeps the kernel readable; what sets the time is that the cache is read once per group, in
+// 16-byte loads where d is a multiple of 4.
 //
 // Shared memory (floats, in order; ld = d + 4 where d % 4 == 0, else d + 1: rows of K stay
 // 16-byte aligned, and eight consecutive rows fall in distinct bank quads):
