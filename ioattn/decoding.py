@@ -59,6 +59,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import gcd
+from typing import NamedTuple
 
 import numpy as np
 
@@ -69,7 +70,8 @@ from .inference import _group, _grouping, _heads, stack_group, unstack_group
 from .memory import IOCount, TwoLevelMemory
 from .parallel.layout import shares
 
-__all__ = ["DecodingPlan", "DecodingResult", "decoding_cost", "decoding_plan", "page_reads",
+__all__ = ["DecodingPlan", "DecodingPrediction", "DecodingResult", "TERMS", "decoding_cost",
+           "decoding_flops", "decoding_plan", "decoding_predict", "decoding_terms", "page_reads",
            "run_decoding", "split_tiles", "tile_pages"]
 
 
@@ -235,15 +237,40 @@ def decoding_cost(H_q: int, H_kv: int, N_q: int, N_k: int, d: int, *, B_c: int,
     >>> decoding_cost(4, 1, 1, 10, 2, B_c=4, P_s=3, S=2)
     IOCount(reads=118, writes=40, total=158, peak=70)
     """
+    t = decoding_terms(H_q, H_kv, N_q, N_k, d, B_c=B_c, P_s=P_s, S=S, grouping=grouping,
+                       batch=batch)
+    R = (H_q // H_kv) * N_q if grouping == "stacked" else N_q
+    return IOCount(reads=t["Q"] + t["KV"] + t["table"] + t["partial reads"],
+                   writes=t["O"] + t["partial writes"],
+                   peak=_peak(R, as_count(d, "d"), N_k, B_c, _page_size(P_s), S))
+
+
+#: The parts of :func:`decoding_terms`, in the order a unit moves them.
+TERMS = ("Q", "table", "KV", "partial writes", "partial reads", "O")
+
+
+def decoding_terms(H_q: int, H_kv: int, N_q: int, N_k: int, d: int, *, B_c: int,
+                   P_s: int | None = None, S: int = 1, grouping: str = "stacked",
+                   batch: int = 1) -> dict[str, int]:
+    """:func:`decoding_cost` by what is moved, exact ints keyed by :data:`TERMS`.
+
+    ``"Q"``: ``S R d`` a unit (each split reads its rows); ``"table"``: ``E``; ``"KV"``:
+    ``2 d W`` (:func:`page_reads`); ``"partial writes"`` and ``"partial reads"``: ``S R (d +
+    2)`` each when ``S > 1``, else 0; ``"O"``: ``R d``; each times ``batch * units``. The reads
+    of :func:`decoding_cost` are the first five but ``"partial writes"``, its writes the
+    partials written and ``"O"``.
+
+    >>> decoding_terms(4, 1, 1, 10, 2, B_c=4, P_s=3, S=2)
+    {'Q': 16, 'table': 6, 'KV': 64, 'partial writes': 32, 'partial reads': 32, 'O': 8}
+    """
     H_q, H_kv, g, N_q, N_k, d, units, R = _sizes(H_q, H_kv, N_q, N_k, d, grouping)
     P_s, batch = _page_size(P_s), as_count(batch, "batch")
     B_c, T, S = _tiles_and_splits(N_k, B_c, S)
     W, E = page_reads(N_k, B_c, P_s)
     partials = S * R * (d + 2) if S > 1 else 0
-    reads = S * R * d + 2 * d * W + E + partials
-    writes = R * d + partials
     n = batch * units
-    return IOCount(reads=n * reads, writes=n * writes, peak=_peak(R, d, N_k, B_c, P_s, S))
+    return {"Q": n * S * R * d, "table": n * E, "KV": n * 2 * d * W, "partial writes": n * partials,
+            "partial reads": n * partials, "O": n * R * d}
 
 
 # ------------------------------------------------------------------------------ the plan
@@ -636,3 +663,117 @@ def _merge(mem, parts, hO, R: int, d: int, S: int) -> None:
     divide_rows(O, l)
     mem.write(hO, O, slice(0, R))
     mem.free(O, m, l, m_new)
+
+
+# ------------------------------------------------------------------------------ on a GPU
+#: Bytes of a block-table entry (an int32 block number) and of a partial's entry (float32).
+TABLE_BYTES = PARTIAL_BYTES = 4
+
+
+class DecodingPrediction(NamedTuple):
+    """The roofline of one decoding step (:func:`decoding_predict`): exact counts and bytes,
+    the two times they imply, and the step's rate."""
+
+    gpu: str
+    dtype: str
+    plan: DecodingPlan
+    batch: int
+    layers: int
+    terms: dict          # decoding_terms, entries (exact)
+    bytes: int           # of every layer (exact)
+    flops: int           # of every layer (exact)
+    memory_time: float   # seconds, every layer
+    compute_time: float  # seconds, every layer
+
+    @property
+    def time(self) -> float:
+        """The least time of the step in seconds: the larger of the two terms."""
+        return max(self.memory_time, self.compute_time)
+
+    @property
+    def bound(self) -> str:
+        """``"memory"`` or ``"compute"``: which term is the larger."""
+        return "memory" if self.memory_time > self.compute_time else "compute"
+
+    @property
+    def intensity(self) -> float:
+        """Operations per byte moved."""
+        return self.flops / self.bytes
+
+    @property
+    def tokens_per_second(self) -> float:
+        """Query rows served per second, ``batch N_q / time``: tokens per second of the GPU if
+        each row is a token kept (a decoding step; a speculation whose rows are all accepted),
+        counting the attention of ``layers`` layers and nothing else (no weights, no MLP),
+        so an upper bound on a whole model's rate."""
+        return self.batch * self.plan.N_q / self.time
+
+
+def decoding_flops(H_q: int, N_q: int, N_k: int, d: int, *, batch: int = 1) -> int:
+    """Operations of the matrix products of a decoding step: ``4 N_q N_k d`` a query head
+    (``Q K^T`` and ``P V``, two operations a multiply-add, every tile computed whole, so a
+    causal chunk changes nothing), as :func:`ioattn.roofline.attention_flops` counts them.
+
+    >>> decoding_flops(32, 1, 8192, 128)
+    134217728
+    """
+    return (4 * as_count(batch, "batch") * as_count(H_q, "H_q") * as_count(N_q, "N_q")
+            * as_count(N_k, "N_k") * as_count(d, "d"))
+
+
+def decoding_predict(H_q: int, H_kv: int, N_q: int, N_k: int, d: int, *, gpu: str,
+                     dtype: str = "bfloat16", batch: int = 1, layers: int = 1,
+                     M: int | None = None, B_c: int | None = None, P_s: int | None = None,
+                     S: int = 1, grouping: str = "stacked") -> DecodingPrediction:
+    """The roofline of a decoding step on ``gpu`` from its exact counts.
+
+    Bytes: ``Q``, ``K``, ``V`` and ``O`` in the storage precision ``dtype``, block-table
+    entries and the partials (``O / l, m, l``, written and read back) in four bytes
+    (:data:`TABLE_BYTES`, :data:`PARTIAL_BYTES`); times from :func:`ioattn.roofline.terms`
+    (HBM bandwidth and the dense ``dtype`` peak of :data:`ioattn.gpus.GPUS`), for ``layers``
+    layers of attention. A bound from counts and datasheet figures, not a measurement.
+
+    Parameters
+    ----------
+    H_q, H_kv, N_q, N_k, d, P_s, S, grouping
+        As in :func:`decoding_cost`.
+    gpu : str
+        A key of :data:`ioattn.gpus.GPUS`.
+    dtype : {"float16", "bfloat16", "float32"}
+    batch, layers : int
+        Sequences of the batch; attention layers of the model.
+    M : int, optional
+        The cache in entries; by default the GPU's shared memory per block in ``dtype``.
+    B_c : int, optional
+        The key tile; by default :func:`decoding_plan`'s for ``M``.
+
+    Returns
+    -------
+    DecodingPrediction
+
+    Examples
+    --------
+    A GQA step (32 query heads, 8 key/value heads, ``d = 128``) against 8192 cached keys, in
+    bf16 on an H100: four flops a cached byte short of the ridge at ~295, so memory-bound.
+
+    >>> p = decoding_predict(32, 8, 1, 8192, 128, gpu="H100")
+    >>> p.bound, round(p.intensity, 2)
+    ('memory', 4.0)
+    """
+    from .gpus import GPUS
+    from .roofline import BYTES, terms
+
+    if gpu not in GPUS:
+        raise ValueError(f"unknown GPU {gpu!r}; known: {', '.join(GPUS)}")
+    if dtype not in BYTES:
+        raise ValueError(f"dtype must be one of {', '.join(BYTES)}, got {dtype!r}")
+    width, layers = BYTES[dtype], as_count(layers, "layers")
+    M = GPUS[gpu].shared_per_block // width if M is None else as_count(M, "M")
+    p = decoding_plan(H_q, H_kv, N_q, N_k, d, M, B_c=B_c, P_s=P_s, S=S, grouping=grouping)
+    t = decoding_terms(p.H_q, p.H_kv, p.N_q, p.N_k, p.d, B_c=p.B_c, P_s=p.P_s, S=p.S,
+                       grouping=p.grouping, batch=batch)
+    nbytes = layers * (width * (t["Q"] + t["KV"] + t["O"]) + TABLE_BYTES * t["table"]
+                       + PARTIAL_BYTES * (t["partial writes"] + t["partial reads"]))
+    flops = layers * decoding_flops(p.H_q, p.N_q, p.N_k, p.d, batch=batch)
+    return DecodingPrediction(gpu, dtype, p, as_count(batch, "batch"), layers, t, nbytes, flops,
+                              *terms(nbytes, flops, gpu=gpu, dtype=dtype))
