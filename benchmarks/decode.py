@@ -36,7 +36,7 @@ if str(ROOT) not in sys.path:          # run from a checkout without installing 
     sys.path.insert(0, str(ROOT))
 
 from ioattn.algorithms.base import ceil_div  # noqa: E402
-from ioattn.decoding import decoding_cost  # noqa: E402
+from ioattn.decoding import decoding_cost, decoding_flops  # noqa: E402
 from ioattn.gpu.backend import EMULATED_SHARED_MEMORY  # noqa: E402
 from ioattn.gpu.decode import decode_plan  # noqa: E402
 from ioattn.roofline import terms  # noqa: E402
@@ -67,7 +67,7 @@ def row(label, H_q, H_kv, N_q, N_k, batch, budget=EMULATED_SHARED_MEMORY):
     S = min(p.T, max(1, ceil_div(BLOCKS, H_kv * batch)))
     cost = decoding_cost(H_q, H_kv, N_q, N_k, D, B_c=p.B_c, P_s=P_S, S=S, batch=batch)
     nbytes = ENTRY_BYTES * (cost.reads + cost.writes)
-    flops = 4 * batch * H_q * N_q * N_k * D          # Q K^T and P V, two operations a product
+    flops = decoding_flops(H_q, N_q, N_k, D, batch=batch)
     us, compute_bound = {}, {}
     for gpu in GPUS:
         memory, compute = terms(nbytes, flops, gpu=gpu, dtype="float32")
