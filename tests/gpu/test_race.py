@@ -87,9 +87,10 @@ CASES = [pytest.param(*case, causal, id=f"{case[0]}-{case[2].get('dtype', 'float
 BACKWARD = [((1, 45, 16), {"block": (7, 12)}), ((1, 37, 32), {"M": 2500})]
 BACKWARD_KERNELS = {"flash_backward_preprocess", "flash_backward"}
 # decoding (ioattn.gpu.decode): (batch, H_q, H_kv, N_q, N_k, d, B_c, P_s, S), pages that do not
-# divide the tile and a ragged last page, d with and without 16-byte rows, one split and three
+# divide the tile and a ragged last page, d with and without 16-byte rows, one split or more,
+# and full warps of keys (the bank-conflict check below)
 DECODE = [(2, 4, 2, 3, 37, 16, 8, 5, 3), (1, 8, 1, 1, 45, 6, 16, None, 1),
-          (1, 2, 1, 7, 30, 32, 4, 8, 4)]
+          (1, 2, 1, 7, 30, 32, 4, 8, 4), (1, 2, 1, 2, 96, 32, 32, 8, 2)]
 DECODE_KERNELS = {"decode_split", "decode_merge"}
 
 
@@ -150,6 +151,18 @@ def test_decoding_kernels_have_no_race(rng, launched, case, count_io):
     assert launched == (DECODE_KERNELS if S > 1 else {"decode_split"})
     assert rel_error(r.output, decode_reference(Q, K, V, causal=True)) <= 1e-5
     assert (r.io is not None) == count_io and r.backend == RACECHECK
+    # the scores read K_s without bank conflicts: 16-byte rows at a stride of d + 4 take one
+    # wavefront a quarter-warp, exactly four a request where every warp reads 32 keys (B_c a
+    # multiple of 32 that divides N_k; unpadded, d = 32 would take 32), scalar rows at d + 1
+    # one; where a warp's entries of O_s are in one row (d a multiple of 32), P V reads V_s
+    # and P in one
+    sites = {c.code: c for c in r.accesses if c.space == "shared" and c.kernel == "decode_split"}
+    score = next(c for code, c in sites.items() if "(kr + k)" in code or "kr[k]" in code)
+    assert 0 < score.wavefronts <= (4 if d % 4 == 0 else 1) * score.requests
+    if B_c % 32 == 0 and N_k % B_c == 0:
+        assert score.wavefronts == 4 * score.requests
+    pv = next(c for code, c in sites.items() if "V_t[j * ld + k]" in code)
+    assert pv.wavefronts == pv.requests > 0 or d % 32
 
 
 def test_a_real_kernel_without_a_barrier_is_reported(rng, monkeypatch):
