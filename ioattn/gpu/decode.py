@@ -16,7 +16,9 @@ key/value cache, as a decoding step (``N_q = 1``), a speculative verification or
   (:func:`ioattn.parallel.layout.shares`), each writing a partial ``O`` (normalised by its own
   ``l``), ``m`` and ``l``; a second kernel merges them per row by log-sum-exp (Part IV's merge).
 
-Compiled with ``-DIOATTN_COUNT_IO`` (``count_io=True``) the kernels count the entries they load
+``Q`` and the cache are stored in float32, float16 or bfloat16 (``dtype``); the products, the
+partials and ``O`` are float32. Compiled with ``-DIOATTN_COUNT_IO`` (``count_io=True``) the
+kernels count the entries they load
 and store, and the count equals ``decoding_cost(H_q, H_kv, N_q, N_k, d, B_c=B_c, P_s=P_s, S=S,
 batch=batch)`` (reads and writes). Decoding is bound by reading the cache, so the products run
 in float32 on the CUDA cores; :mod:`benchmarks.decode` predicts the time per step from the
@@ -32,11 +34,11 @@ import numpy as np
 from .._validate import as_count, as_flag, suggest
 from ..algorithms.base import ceil_div
 from ..memory import IOCount
-from .api import MAX_D, Launch, _scale
+from .api import MAX_D, Launch, _scale, to_storage
 from .backend import BACKENDS, Backend, get_backend
 from .plans import ENTRY, MAX_GRID_Y, SharedMemoryExceeded
 
-__all__ = ["MAX_N_Q", "DecodePlan", "DecodeResult", "decode", "decode_plan", "footprint",
+__all__ = ["KERNELS", "MAX_N_Q", "DecodePlan", "DecodeResult", "decode", "decode_plan", "footprint",
            "layout", "prepare_decode"]
 
 FILE = "decode.cu"
@@ -51,6 +53,11 @@ DEFAULT_B_C = 64
 
 #: Threads of the merge kernel.
 MERGE_THREADS = 128
+
+#: Storage precisions of ``Q`` and the cache, and the split kernel of each (the products,
+#: partials and ``O`` are float32 in all).
+KERNELS = {"float32": "decode_split_f32", "float16": "decode_split_f16",
+           "bfloat16": "decode_split_bf16"}
 
 
 def row_stride(d: int) -> int:
@@ -216,6 +223,8 @@ class DecodeResult:
     plan : DecodePlan
     heads : int
         Query heads times sequences, ``batch * H_q``.
+    dtype : str
+        The storage precision of ``Q`` and the cache.
     """
 
     output: object
@@ -254,10 +263,13 @@ def _finite(x, name, xp):
 
 
 def prepare_decode(Q, K_pages, V_pages, table, N_k, *, S: int = 1, B_c: int | None = None,
-                   causal: bool = False, scale: float | None = None, count_io: bool = False,
-                   backend: str = "cuda") -> Launch:
+                   causal: bool = False, scale: float | None = None, dtype: str = "float32",
+                   count_io: bool = False, backend: str = "cuda") -> Launch:
     """Everything :func:`decode` does before launching: a :class:`ioattn.gpu.Launch`."""
     causal, count_io = as_flag(causal, "causal"), as_flag(count_io, "count_io")
+    if dtype not in KERNELS:
+        raise ValueError(f"dtype must be one of {', '.join(KERNELS)}, got {dtype!r}"
+                         f"{suggest(dtype, KERNELS)}")
     if not isinstance(backend, Backend) and backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(map(repr, BACKENDS))}, "
                          f"got {backend!r}{suggest(backend, BACKENDS)}")
@@ -333,8 +345,13 @@ def prepare_decode(Q, K_pages, V_pages, table, N_k, *, S: int = 1, B_c: int | No
             _finite(x[xp.unique(used[:, -1])][:, :, :last], name, xp)
     tau = _scale(scale, d)
     f32 = xp.float32
-    Qs = xp.ascontiguousarray(Q4, dtype=f32)
-    Ks, Vs = xp.ascontiguousarray(Kv, dtype=f32), xp.ascontiguousarray(Vv, dtype=f32)
+    with np.errstate(over="ignore"):             # float16 overflow: refused just below
+        Qs, Ks, Vs = (to_storage(xp.ascontiguousarray(x, dtype=f32), dtype, xp)
+                      for x in (Q4, Kv, Vv))
+    if dtype == "float16":
+        for x, name in ((Qs, "Q"), (Ks, "K_pages"), (Vs, "V_pages")):
+            if bool(xp.isinf(x).any()):
+                raise ValueError(f"{name} has entries beyond float16's range (65504)")
     tables = xp.ascontiguousarray(used, dtype=xp.int32) if used is not None \
         else xp.zeros(1, dtype=xp.int32)
     width = int(tables.shape[1]) if used is not None else 0
@@ -345,7 +362,7 @@ def prepare_decode(Q, K_pages, V_pages, table, N_k, *, S: int = 1, B_c: int | No
     part_O = xp.full((batch, H_kv, p.S, p.R, d), np.nan, f32) if split else xp.zeros(1, f32)
     part_ml = xp.full((batch, H_kv, p.S, p.R, 2), np.nan, f32) if split else xp.zeros(1, f32)
     io = xp.zeros(2, dtype=xp.uint64)
-    first = be.function(FILE, "decode_split", count_io)
+    first = be.function(FILE, KERNELS[dtype], count_io)
     second = be.function(FILE, "decode_merge", count_io) if split else None
     B_c_kernel = min(p.B_c, N_k)
     args = (Qs, Ks, Vs, tables, O, part_O, part_ml, np.int32(H_q), np.int32(H_kv),
@@ -370,14 +387,14 @@ def prepare_decode(Q, K_pages, V_pages, table, N_k, *, S: int = 1, B_c: int | No
             reads, writes = (int(v) for v in be.to_host(io))
             counted = IOCount(reads=reads, writes=writes, peak=p.footprint)
         out = O if batched else O[0]
-        return DecodeResult(out, counted, p, batch * H_q, "float32", be.name, be.take_accesses())
+        return DecodeResult(out, counted, p, batch * H_q, dtype, be.name, be.take_accesses())
 
     return Launch(be, go, finish)
 
 
 def decode(Q, K_pages, V_pages, table, N_k, *, S: int = 1, B_c: int | None = None,
-           causal: bool = False, scale: float | None = None, count_io: bool = False,
-           backend: str = "cuda") -> DecodeResult:
+           causal: bool = False, scale: float | None = None, dtype: str = "float32",
+           count_io: bool = False, backend: str = "cuda") -> DecodeResult:
     """Attention of a few new query rows against a (paged) key/value cache, split-K and
     grouped: FlashDecoding's schedule (:mod:`ioattn.gpu.decode`).
 
@@ -407,6 +424,10 @@ def decode(Q, K_pages, V_pages, table, N_k, *, S: int = 1, B_c: int | None = Non
         keys ``j <= N_k - N_q + i`` (:func:`ioattn.masks.causal_chunk`).
     scale : float, optional
         The softmax scale, ``1 / sqrt(d)`` by default.
+    dtype : {"float32", "float16", "bfloat16"}
+        The precision ``Q`` and the cache are stored in (rounded to nearest even); the kernel
+        loads them into shared memory as float32 and computes and writes ``O`` in float32.
+        The counts are in entries, the same for every ``dtype``.
     count_io : bool
         Count the entries loaded and stored (``-DIOATTN_COUNT_IO``) into ``io``.
     backend : {"cuda", "emulator", "emulator-racecheck"}
@@ -426,6 +447,6 @@ def decode(Q, K_pages, V_pages, table, N_k, *, S: int = 1, B_c: int | None = Non
         With ``backend="cuda"`` and no usable GPU.
     """
     launch = prepare_decode(Q, K_pages, V_pages, table, N_k, S=S, B_c=B_c, causal=causal,
-                            scale=scale, count_io=count_io, backend=backend)
+                            scale=scale, dtype=dtype, count_io=count_io, backend=backend)
     launch()
     return launch.result()

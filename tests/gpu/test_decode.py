@@ -35,6 +35,20 @@ def reference(Q, K, V, scale=None, causal=False):
     return np.where(l > 0, p / np.where(l > 0, l, 1), 0) @ V
 
 
+def rounded(x, dtype="float32"):
+    """``x`` as float32 holding values of ``dtype`` exactly (rounded to nearest even, as the
+    kernel's storage is): the float64 reference of a 16-bit run then sees what the kernel
+    reads."""
+    from ioattn.gpu.api import to_storage
+
+    x = np.asarray(x, np.float32)
+    if dtype == "float16":
+        return x.astype(np.float16).astype(np.float32)
+    if dtype == "bfloat16":
+        return (to_storage(x, dtype, np).astype(np.uint32) << 16).view(np.float32)
+    return x
+
+
 def paged(rng, K, V, P_s, spare=3, fill=np.nan):
     """``(K_pages, V_pages, table)``: the rows of ``K, V (batch, H_kv, N_k, d)`` in pages of
     ``P_s`` scattered over a pool with ``spare`` pages no sequence uses, in shuffled order. The
@@ -58,17 +72,18 @@ def paged(rng, K, V, P_s, spare=3, fill=np.nan):
 
 
 def check(rng, *, batch=1, H_q, H_kv, N_q, N_k, d, B_c=None, P_s=None, S=1, causal=False,
-          logits=1.0, scale=None, tol=1e-5, backend=EMU):
-    """Run the kernel on fresh data; assert the output (fully written, within ``tol`` of
-    float64 relative to its norm) and the counted traffic (``decoding_cost`` for the plan)."""
-    Q = logits * rng.standard_normal((batch, H_q, N_q, d)).astype(np.float32)
-    K, V = (rng.standard_normal((batch, H_kv, N_k, d)).astype(np.float32) for _ in range(2))
+          logits=1.0, scale=None, tol=1e-5, dtype="float32", backend=EMU):
+    """Run the kernel on fresh data (values of ``dtype``); assert the output (fully written,
+    within ``tol`` of float64 relative to its largest entry) and the counted traffic
+    (``decoding_cost`` for the plan)."""
+    Q = rounded(logits * rng.standard_normal((batch, H_q, N_q, d)), dtype)
+    K, V = (rounded(rng.standard_normal((batch, H_kv, N_k, d)), dtype) for _ in range(2))
     if P_s is None:
         args = (K, V, None)
     else:
         args = paged(rng, K, V, P_s)
-    r = gpu.decode(Q, *args, N_k, S=S, B_c=B_c, causal=causal, scale=scale, count_io=True,
-                   backend=backend)
+    r = gpu.decode(Q, *args, N_k, S=S, B_c=B_c, causal=causal, scale=scale, dtype=dtype,
+                   count_io=True, backend=backend)
     want = reference(Q, K, V, scale, causal)
     out = np.asarray(r.output)
     assert out.shape == Q.shape and out.dtype == np.float32
@@ -78,7 +93,7 @@ def check(rng, *, batch=1, H_q, H_kv, N_q, N_k, d, B_c=None, P_s=None, S=1, caus
     p = r.plan
     cost = decoding_cost(H_q, H_kv, N_q, N_k, d, B_c=p.B_c, P_s=P_s, S=S, batch=batch)
     assert (r.io.reads, r.io.writes) == (cost.reads, cost.writes)
-    assert r.io.peak == p.footprint and r.heads == batch * H_q
+    assert r.io.peak == p.footprint and r.heads == batch * H_q and r.dtype == dtype
     return r, err
 
 
@@ -117,6 +132,14 @@ def test_named_counts():
 @pytest.mark.parametrize("d", [6, 12, 128, 256])
 def test_head_dimensions_with_and_without_16_byte_rows(rng, d):
     check(rng, H_q=4, H_kv=2, N_q=2, N_k=45, d=d, B_c=16, P_s=6, S=2, causal=True)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("d", [8, 12, 64])
+def test_a_16_bit_cache(rng, dtype, d):
+    # d = 8, 64: 16-byte rows (8 entries a load); d = 12: 24-byte rows, loaded entry by entry
+    check(rng, batch=2, H_q=4, H_kv=2, N_q=2, N_k=41, d=d, B_c=8, P_s=6, S=3, causal=True,
+          dtype=dtype)
 
 
 def test_the_longest_chunk_and_rows_that_see_no_key_of_a_split(rng):
@@ -235,14 +258,17 @@ def _inputs(batch=1, H_q=4, H_kv=2, N_q=1, N_k=10, d=8, P_s=4):
     (lambda a: {**a, "causal": 1}, TypeError, "causal must be True or False"),
     (lambda a: {**a, "scale": -1.0}, ValueError, "scale must be a finite positive"),
     (lambda a: {**a, "backend": "emulater"}, ValueError, "did you mean 'emulator'"),
+    (lambda a: {**a, "dtype": "float8"}, ValueError, "dtype must be one of float32, float16"),
+    (lambda a: {**a, "dtype": "float16", "Q": a["Q"] * 1e5}, ValueError,
+     "beyond float16's range"),
 ])
 def test_bad_input_is_refused_clearly(change, error, match):
     Q, K, V, table = _inputs()
     a = change(dict(Q=Q, K=K, V=V, table=table, N_k=10, S=1, B_c=4, causal=False, scale=None,
-                    backend=EMU))
+                    dtype="float32", backend=EMU))
     with pytest.raises(error, match=match):
         gpu.decode(a["Q"], a["K"], a["V"], a["table"], a["N_k"], S=a["S"], B_c=a["B_c"],
-                   causal=a["causal"], scale=a["scale"], backend=a["backend"])
+                   causal=a["causal"], scale=a["scale"], dtype=a["dtype"], backend=a["backend"])
 
 
 def test_sizes_the_kernel_does_not_take():

@@ -6,7 +6,9 @@
 // of sequence b holds its rows [p P_s, min((p+1) P_s, N_k)) at pool page table[b][p]), or
 // contiguous (P_s = 0 here), (batch, H_kv, capacity, d) with the first N_k rows valid.
 //
-// decode_split: one block per (split s, key/value head h, sequence b), grid (S, H_kv, batch).
+// decode_split_{f32,f16,bf16} (Q and the cache stored in float32, float16 or bfloat16; loaded
+// into shared memory as float32, and everything computed and written in float32): one block
+// per (split s, key/value head h, sequence b), grid (S, H_kv, batch).
 // Its unit is the g = H_q / H_kv query heads of head h stacked, R = g N_q rows, row
 // a = i g + j being position i of query head h g + j (ioattn.inference.stack_group). The
 // block reads Q's R rows once (scaled by tau), then walks its split's key tiles in order
@@ -22,12 +24,13 @@
 // log-sum-exp, O = sum_s l_s e^(m_s - M) O_s / sum_s l_s e^(m_s - M), M = max_s m_s.
 //
 // Decoding is bound by reading the cache: the R = g N_q stacked rows make 4 R d operations per
-// key against 2 d entries of K, V read, about R / 2 operations per byte, under the float32
-// CUDA-core ridge of the GPUs of ioattn.gpus (10 to 25 operations per byte) while R is below
-// about 20 (benchmarks/decode.py shows where multi-query heads or speculation cross it). So the
-// products run in float32 on the CUDA cores, one thread per score and per output entry, which
-// keeps the kernel readable; what sets the time is that the cache is read once per group, in
-// 16-byte loads where d is a multiple of 4.
+// key against 2 d entries of K, V read, about R / 2 operations per byte of a float32 cache (R
+// of a 16-bit one), under the float32 CUDA-core ridge of the GPUs of ioattn.gpus (10 to 25
+// operations per byte) while R is below about 20 (10 in 16 bits; benchmarks/decode.py shows
+// where multi-query heads or speculation cross it). So the products run in float32 on the
+// CUDA cores, one thread per score and per output entry, which keeps the kernel readable;
+// what sets the time is that the cache is read once per group, in 16-byte loads where a row
+// is a multiple of 16 bytes.
 //
 // Shared memory (floats, in order; ld = d + 4 where d % 4 == 0, else d + 1: rows of K stay
 // 16-byte aligned, and eight consecutive rows fall in distinct bank quads):
@@ -36,10 +39,22 @@
 // where rows and pages are the most rows and pages any tile reads (ioattn.gpu.decode.layout).
 #include "ioattn.cuh"
 
+#ifndef IOATTN_EMULATE
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#endif
+
 #define FULL 0xffffffffu
 
 // Four floats moved as one 16-byte access (CUDA's float4, which the emulator does not define).
 struct __align__(16) dec_f4 { float x, y, z, w; };
+
+// 16 bytes of a row in the storage type T: 4 float32 or 8 float16 / bfloat16 entries.
+template <typename T> struct __align__(16) dec_pack { T v[16 / sizeof(T)]; };
+
+__device__ __forceinline__ float dec_float(float x) { return x; }
+__device__ __forceinline__ float dec_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float dec_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 
 __device__ __forceinline__ float dec_warp_max(float x) {
     for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(FULL, x, o));
@@ -51,38 +66,51 @@ __device__ __forceinline__ float dec_warp_sum(float x) {
     return x;
 }
 
-// n rows of d floats, contiguous at src, into dst with row stride ld (16-byte loads and
-// stores when vec: d % 4 == 0, src and dst 16-byte aligned).
-__device__ __forceinline__ void dec_copy_rows(float* dst, const float* __restrict__ src, int n,
+// n rows of d entries of T, contiguous at src, into dst as float32 with row stride ld: 16 bytes
+// a load when vec ((d * sizeof(T)) % 16 == 0, src 16-byte aligned; ld % 4 == 0), stored as
+// 16-byte float4s.
+template <typename T>
+__device__ __forceinline__ void dec_copy_rows(float* dst, const T* __restrict__ src, int n,
                                               int d, int ld, bool vec, int tid, int nt) {
+    constexpr int E = 16 / sizeof(T);
     if (vec) {
-        const int q = d / 4;
+        const int q = d / E;
         for (int e = tid; e < n * q; e += nt) {
-            const int row = e / q, col = 4 * (e % q);
-            *reinterpret_cast<dec_f4*>(dst + row * ld + col) =
-                *reinterpret_cast<const dec_f4*>(src + 4 * (long long)e);
+            const int row = e / q, col = E * (e % q);
+            const dec_pack<T> x = *reinterpret_cast<const dec_pack<T>*>(src + E * (long long)e);
+            float* out = dst + row * ld + col;
+            for (int i = 0; i < E; i += 4) {
+                const dec_f4 f = {dec_float(x.v[i]), dec_float(x.v[i + 1]), dec_float(x.v[i + 2]),
+                                  dec_float(x.v[i + 3])};
+                *reinterpret_cast<dec_f4*>(out + i) = f;
+            }
         }
     } else {
-        for (int e = tid; e < n * d; e += nt) dst[(e / d) * ld + e % d] = src[e];
+        for (int e = tid; e < n * d; e += nt) dst[(e / d) * ld + e % d] = dec_float(src[e]);
     }
 }
 
-extern "C" __global__ void decode_split(
-    const float* __restrict__ Q, const float* __restrict__ K, const float* __restrict__ V,
-    const int* __restrict__ table, float* __restrict__ O, float* __restrict__ part_O,
-    float* __restrict__ part_ml, int H_q, int H_kv, int N_q, int N_k, int d, int B_c, int P_s,
-    int table_width, int capacity, int rows_max, int pages_max, float tau, int causal,
-    unsigned long long* io)
+#define DECODE_SPLIT_PARAMS(T) \
+    const T* __restrict__ Q, const T* __restrict__ K, const T* __restrict__ V, \
+    const int* __restrict__ table, float* __restrict__ O, float* __restrict__ part_O, \
+    float* __restrict__ part_ml, int H_q, int H_kv, int N_q, int N_k, int d, int B_c, int P_s, \
+    int table_width, int capacity, int rows_max, int pages_max, float tau, int causal, \
+    unsigned long long* io
+#define DECODE_SPLIT_ARGS Q, K, V, table, O, part_O, part_ml, H_q, H_kv, N_q, N_k, d, B_c, P_s, \
+    table_width, capacity, rows_max, pages_max, tau, causal, io
+
+template <typename St>                   // the storage type (T is the number of tiles)
+__device__ __forceinline__ void decode_split_body(float* cache, DECODE_SPLIT_PARAMS(St))
 {
     IOATTN_COUNTERS;
     const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z, S = gridDim.x;
     const int g = H_q / H_kv, R = g * N_q;
     const int tid = threadIdx.x, nt = blockDim.x;
     const int lane = tid % 32, warp = tid / 32, warps = (nt + 31) / 32;
-    const bool vec = d % 4 == 0;
+    const bool vec = d % 4 == 0;                          // float4 rows in shared memory
+    const bool wide = (d * (int)sizeof(St)) % 16 == 0;    // 16-byte rows in global memory
     const int ld = vec ? d + 4 : d + 1;
 
-    IOATTN_SHARED(float, cache);
     float* Q_s = cache;                          // R x ld, scaled by tau
     float* K_s = Q_s + R * ld;                   // rows_max x ld: the pages of the tile
     float* V_s = K_s + rows_max * ld;            // rows_max x ld
@@ -96,7 +124,7 @@ extern "C" __global__ void decode_split(
     // [load Q] the group's R rows, row a = i g + j from query head h g + j, position i
     for (int e = tid; e < R * d; e += nt) {
         const int a = e / d, k = e % d, i = a / g, j = a % g;
-        Q_s[a * ld + k] = tau * Q[(((long long)b * H_q + h * g + j) * N_q + i) * d + k];
+        Q_s[a * ld + k] = tau * dec_float(Q[(((long long)b * H_q + h * g + j) * N_q + i) * d + k]);
     }
     COUNT_READ(R * d);
     for (int e = tid; e < R * d; e += nt) O_s[e] = 0.0f;
@@ -117,7 +145,8 @@ extern "C" __global__ void decode_split(
             const int p0 = k0 / P_s, p1 = (k0 + c - 1) / P_s;
             np = p1 - p0 + 1;
             first = p0 * P_s;
-            for (int p = tid; p < np; p += nt) pages[p] = table[(long long)b * table_width + p0 + p];
+            for (int p = tid; p < np; p += nt)
+                pages[p] = table[(long long)b * table_width + p0 + p];
             COUNT_READ(np);
             __syncthreads();
             // [read those pages whole] K and V, every valid row of each
@@ -125,16 +154,16 @@ extern "C" __global__ void decode_split(
             for (int p = 0; p < np; ++p) {
                 const int n = ioattn_min(P_s, N_k - (p0 + p) * P_s);
                 const long long at = (((long long)pages[p] * H_kv + h) * P_s) * d;
-                dec_copy_rows(K_s + (p * P_s) * ld, K + at, n, d, ld, vec, tid, nt);
-                dec_copy_rows(V_s + (p * P_s) * ld, V + at, n, d, ld, vec, tid, nt);
+                dec_copy_rows(K_s + (p * P_s) * ld, K + at, n, d, ld, wide, tid, nt);
+                dec_copy_rows(V_s + (p * P_s) * ld, V + at, n, d, ld, wide, tid, nt);
                 staged += n;
             }
             COUNT_READ(2 * d * staged);
         } else {
             // [read the tile's own rows] contiguous cache
             const long long at = (head_rows * capacity + k0) * d;
-            dec_copy_rows(K_s, K + at, c, d, ld, vec, tid, nt);
-            dec_copy_rows(V_s, V + at, c, d, ld, vec, tid, nt);
+            dec_copy_rows(K_s, K + at, c, d, ld, wide, tid, nt);
+            dec_copy_rows(V_s, V + at, c, d, ld, wide, tid, nt);
             COUNT_READ(2 * d * c);
         }
         __syncthreads();
@@ -212,6 +241,25 @@ extern "C" __global__ void decode_split(
         COUNT_WRITE(R * (d + 2));
     }
     COUNT_FLUSH(io);
+}
+
+// The cache and Q stored in float32, float16 or bfloat16; everything computed in float32.
+extern "C" __global__ void decode_split_f32(DECODE_SPLIT_PARAMS(float))
+{
+    IOATTN_SHARED(float, cache);          // the block's shared memory, laid out by the body
+    decode_split_body<float>(cache, DECODE_SPLIT_ARGS);
+}
+
+extern "C" __global__ void decode_split_f16(DECODE_SPLIT_PARAMS(__half))
+{
+    IOATTN_SHARED(float, cache);          // the block's shared memory, laid out by the body
+    decode_split_body<__half>(cache, DECODE_SPLIT_ARGS);
+}
+
+extern "C" __global__ void decode_split_bf16(DECODE_SPLIT_PARAMS(__nv_bfloat16))
+{
+    IOATTN_SHARED(float, cache);          // the block's shared memory, laid out by the body
+    decode_split_body<__nv_bfloat16>(cache, DECODE_SPLIT_ARGS);
 }
 
 // Shared memory: m then l of every split and row (S x R each); l is overwritten by each
