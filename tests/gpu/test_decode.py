@@ -336,8 +336,15 @@ def test_the_benchmark_predicts_from_the_counted_bytes(capsys):
     for g in bench.GPUS:
         assert not r["compute_bound"][g]
         assert r["us"][g] == pytest.approx(1e6 * r["bytes"] / GPUS[g].bandwidth, rel=1e-12)
+    # a 16-bit cache halves the bytes of Q and K, V, not of the table, partials and O
+    from ioattn.decoding import decoding_terms
+
+    t = decoding_terms(32, 8, 1, 4096, 128, B_c=64, P_s=16, S=17)
+    half = bench.row("GQA 32/8", 32, 8, 1, 4096, 1, dtype="bfloat16")
+    assert half["bytes"] == r["bytes"] - 2 * (t["Q"] + t["KV"])
     mqa = bench.row("MQA 32/1", 32, 1, 4, 32768, 1)     # g N_q = 128 rows: past the ridge
     assert all(mqa["compute_bound"].values())
+    assert bench.main(["--dtype", "float16"]) == 0 and "in float16" in capsys.readouterr().out
     assert bench.main([]) == 0
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 3 + len(bench.cases()) and out[3].startswith("| GQA 32/8 | 1 | 4096 | 1 |")
