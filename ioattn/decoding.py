@@ -529,6 +529,9 @@ def run_decoding(Q, K, V, M: int, *, B_c: int | None = None, P_s: int | None = N
         P_s = pool_P
         table = _table(table, batch, -(-N_k // P_s), K.shape[0])
     H_q, H_kv, g = _group(H_q, H_kv)
+    if causal and N_q > N_k:
+        raise ValueError(f"causal: a chunk at the end of a cache has at most as many queries as "
+                         f"the cache has keys (its own among them): N_q = {N_q} > N_k = {N_k}")
     p = decoding_plan(H_q, H_kv, N_q, N_k, d, M, B_c=B_c, P_s=P_s, S=S, grouping=grouping)
     out = np.empty_like(Q)
     with collector_paused():

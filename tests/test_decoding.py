@@ -240,6 +240,8 @@ def test_run_refuses_bad_input():
         run_decoding(Q[:3], K, V, 10 ** 4)
     with pytest.raises(ValueError, match="S = 5"):
         run_decoding(Q, K, V, 10 ** 4, B_c=3, S=5)
+    with pytest.raises(ValueError, match="N_q = 3 > N_k = 2"):
+        run_decoding(Q[:, :1].repeat(3, axis=1), K[:, :2], V[:, :2], 10 ** 4, causal=True)
     with pytest.raises(TypeError, match="causal"):
         run_decoding(Q, K, V, 10 ** 4, causal="yes")
     with pytest.raises(ValueError, match="no key tile fits"):
