@@ -1,5 +1,8 @@
-// Split-K, grouped, paged decoding (FlashDecoding), float32: the counted model of
-// ioattn.decoding (grouping "stacked"), kernel for kernel.
+// Split-K, grouped, paged decoding (FlashDecoding) in float32 arithmetic: the counted model of
+// ioattn.decoding.decoding_cost (grouping "stacked"), entry for entry. Counted per block
+// (COUNT_READ / COUNT_WRITE, in entries): its R d query entries; per tile the table entries
+// and 2 d times the rows of the pages it reads; R d (S = 1) or R (d + 2) written; the merge
+// reads S R (d + 2) and writes R d.
 //
 // Inputs. Q is (batch, H_q, N_q, d); the key/value cache is either paged, a pool K, V of
 // (pages, H_kv, P_s, d) with a block table (batch, table_width) of int32 page indices (page p
