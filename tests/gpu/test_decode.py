@@ -197,6 +197,21 @@ def test_one_sequence_without_batch_and_a_cache_with_spare_capacity(rng):
     np.testing.assert_allclose(r.output, want, rtol=0, atol=1e-5)
 
 
+def test_sequences_sharing_prefix_pages(rng):
+    # two sequences whose first 3 pages are the same pool pages (a shared prompt): each reads
+    # them for itself, so the count is the model's for 2 sequences
+    H_q, H_kv, N_q, N_k, d, P_s = 4, 2, 1, 30, 8, 4
+    K, V = (rng.standard_normal((2, H_kv, N_k, d)).astype(np.float32) for _ in range(2))
+    K[1, :, :3 * P_s], V[1, :, :3 * P_s] = K[0, :, :3 * P_s], V[0, :, :3 * P_s]
+    Kp, Vp, table = paged(rng, K, V, P_s)
+    table[1, :3] = table[0, :3]
+    Q = rng.standard_normal((2, H_q, N_q, d)).astype(np.float32)
+    r = gpu.decode(Q, Kp, Vp, table, N_k, S=2, B_c=8, count_io=True, backend=EMU)
+    np.testing.assert_allclose(r.output, reference(Q, K, V), rtol=0, atol=1e-5)
+    cost = decoding_cost(H_q, H_kv, N_q, N_k, d, B_c=8, P_s=P_s, S=2, batch=2)
+    assert (r.io.reads, r.io.writes) == (cost.reads, cost.writes)
+
+
 def test_threads_in_reverse_order_and_reruns_give_the_same(rng, monkeypatch):
     Q = rng.standard_normal((2, 4, 3, 16)).astype(np.float32)
     K, V = (rng.standard_normal((2, 2, 33, 16)).astype(np.float32) for _ in range(2))
