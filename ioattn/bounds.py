@@ -214,7 +214,8 @@ from .masks import Mask
 
 __all__ = [
     "EXTRA_PEBBLES", "Crossover", "any_matmul_lower", "block_density", "block_sparse_Z",
-    "cheapest", "crossovers", "envelope", "grouped_lower", "lower_bound", "lower_curve",
+    "cheapest", "crossovers", "decoding_lower", "envelope", "grouped_lower",
+    "grouped_trivial_lower", "lower_bound", "lower_curve",
     "matmul_lower", "order", "partition_lower", "reduction_lower", "regime",
     "sparse_lower", "sparse_partition_lower", "sparse_reduction_lower", "sparse_trivial_lower",
     "trivial_lower", "upper_bound",
@@ -459,8 +460,42 @@ def grouped_lower(H_q: int, H_kv: int, N: int, d: int, M: int, *, N_k: int | Non
     N_k = _keys(N, N_k, False)
     pebbles = M + (EXTRA_PEBBLES if as_flag(program, "program") else 0)
     trees = H_q * N * N_k
-    return max(2 * H_q * N * d + 2 * H_kv * N_k * d, _partition(trees, d, pebbles),
+    return max(grouped_trivial_lower(H_q, H_kv, N, d, N_k=N_k), _partition(trees, d, pebbles),
                _reduction(trees, d, pebbles))
+
+
+def grouped_trivial_lower(H_q: int, H_kv: int, N: int, d: int, *,
+                          N_k: int | None = None) -> int:
+    """The trivial term of :func:`grouped_lower`, ``2 H_q N d + 2 H_kv N_k d``: every query and
+    key/value head read once, every output written (``N_k = N`` by default).
+
+    >>> grouped_trivial_lower(32, 8, 1, 128, N_k=8192)        # one decoding step, GQA g = 4
+    16785408
+    """
+    H_q, H_kv = as_count(H_q, "H_q"), as_count(H_kv, "H_kv")
+    if H_q % H_kv:
+        raise ValueError(f"H_kv must divide H_q; got H_q = {H_q}, H_kv = {H_kv}")
+    N, d = _sizes(N, d)
+    return 2 * H_q * N * d + 2 * H_kv * _keys(N, N_k, False) * d
+
+
+def decoding_lower(H_q: int, H_kv: int, N_q: int, N_k: int, d: int, M: int, *, batch: int = 1,
+                   program: bool = False) -> int:
+    """A lower bound for a decoding step of ``batch`` sequences, each ``H_q`` query heads of
+    ``N_q`` rows sharing ``H_kv`` key/value heads of ``N_k`` cached rows (forward, standard sums
+    of products): :func:`grouped_lower` with ``batch H_q`` and ``batch H_kv`` heads, since the
+    sequences of a batch are disjoint heads (each has its own cache). Every schedule of
+    :func:`ioattn.decoding.decoding_cost` moves at least this much at the peak it runs in (its
+    block-table entries and partials come on top); the stacked one with ``S = 1`` and pages
+    that divide its tile moves exactly the trivial term plus one entry a page
+    (:func:`grouped_trivial_lower`; the book's decoding chapter).
+
+    >>> decoding_lower(32, 8, 1, 8192, 128, 2 ** 16, batch=2)
+    33570816
+    """
+    batch = as_count(batch, "batch")
+    return grouped_lower(batch * as_count(H_q, "H_q"), batch * as_count(H_kv, "H_kv"), N_q, d, M,
+                         N_k=as_count(N_k, "N_k"), program=program)
 
 
 def lower_curve(N: int, d: int, Ms, matmul: str = "standard", *, backward: bool = False,

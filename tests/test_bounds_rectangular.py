@@ -102,3 +102,33 @@ def test_bounds_hold_on_drawn_sizes(N_q, N_k, d, M, which):
     M = max(M, least_M(name, d, options))
     io = ioattn.io_cost(name, N_q, d, M, N_k=N_k, **options).total
     assert max(_bounds(N_q, N_k, d, M).values()) <= io
+
+
+def test_grouped_trivial_lower_is_the_trivial_term_of_grouped_lower():
+    for H_q, H_kv, N, N_k, d in itertools.product((1, 4, 32), (1, 2, 4), (1, 3), (1, 7, 8192),
+                                                 (1, 64, 128)):
+        if H_q % H_kv:
+            with pytest.raises(ValueError, match="divide"):
+                bounds.grouped_trivial_lower(H_q, H_kv, N, d, N_k=N_k)
+            continue
+        t = bounds.grouped_trivial_lower(H_q, H_kv, N, d, N_k=N_k)
+        assert t == 2 * H_q * N * d + 2 * H_kv * N_k * d
+        assert t <= bounds.grouped_lower(H_q, H_kv, N, d, 10 ** 6, N_k=N_k)
+        assert bounds.grouped_lower(H_q, H_kv, N, d, 10 ** 12, N_k=N_k) == t   # a huge cache
+    with pytest.raises(TypeError, match="H_q"):
+        bounds.grouped_trivial_lower(True, 1, 1, 8)
+
+
+def test_decoding_lower_treats_a_batch_as_more_heads():
+    for batch, g, N_q, N_k, M in itertools.product((1, 2, 5), (1, 4), (1, 7), (64, 4096),
+                                                   (64, 4096, 2 ** 16)):
+        low = bounds.decoding_lower(8 * g, 8, N_q, N_k, 128, M, batch=batch)
+        assert low == bounds.grouped_lower(batch * 8 * g, batch * 8, N_q, 128, M, N_k=N_k)
+        assert low >= batch * bounds.grouped_trivial_lower(8 * g, 8, N_q, 128, N_k=N_k)
+        if M >= 4 * 128 + 4:
+            stacked = grouped_cost("flash", 8 * g, 8, N_q, 128, M, N_k=N_k)
+            assert low <= batch * stacked.total
+    assert (bounds.decoding_lower(32, 8, 1, 8192, 128, 2 ** 16, program=True)
+            <= bounds.decoding_lower(32, 8, 1, 8192, 128, 2 ** 16))
+    with pytest.raises(ValueError, match="batch"):
+        bounds.decoding_lower(32, 8, 1, 8192, 128, 2 ** 16, batch=0)

@@ -6,7 +6,8 @@ True
 
 The kernels (``ioattn/gpu/kernels/*.cu``) are FlashAttention-2's forward in float32 and, on
 the tensor cores, in float16 and bfloat16; its backward in float32; Saha and Ye's square tiling;
-and standard attention with ``S`` and ``P`` materialised. Compiled with ``-DIOATTN_COUNT_IO``
+standard attention with ``S`` and ``P`` materialised; and split-K, grouped, paged decoding
+(:func:`decode`, :mod:`ioattn.gpu.decode`). Compiled with ``-DIOATTN_COUNT_IO``
 they count every entry they load from and store to global memory, and
 ``run(name, Q, K, V, M=..., count_io=True).io`` equals :func:`ioattn.io_cost` for the same
 plan. Without a GPU every call raises :class:`GPUUnavailableError`; ``backend="emulator"``
@@ -25,9 +26,10 @@ from .api import (
     run,
     run_backward,
 )
+from .decode import DecodeResult, decode
 from .device import GPUUnavailableError, available, device_info, why_unavailable
 from .nvrtc import KernelCompileError
 
-__all__ = ["DTYPES", "GPUBackwardResult", "GPUResult", "GPUUnavailableError", "KERNELS",
-           "KernelCompileError", "Launch", "available", "device_info", "gpu_plan", "prepare", "run",
-           "run_backward", "why_unavailable"]
+__all__ = ["DTYPES", "DecodeResult", "GPUBackwardResult", "GPUResult", "GPUUnavailableError",
+           "KERNELS", "KernelCompileError", "Launch", "available", "decode", "device_info",
+           "gpu_plan", "prepare", "run", "run_backward", "why_unavailable"]

@@ -32,15 +32,16 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["LAUNCHES", "TOTAL_SECONDS", "check_dir", "find_sanitizer", "launch", "main",
-           "parse_args", "steps"]
+__all__ = ["LAUNCHES", "TOTAL_SECONDS", "check_dir", "decode_launch", "find_sanitizer", "launch",
+           "main", "parse_args", "steps"]
 
 #: The whole check's budget (seconds) and each step's share of it.
 TOTAL_SECONDS = 480
 LIMITS = {"test-gpu": 120, "memcheck": 120, "racecheck": 140, "benchmark": 90}
 
 #: One small launch of every kernel: name -> (algorithm, keyword arguments of ioattn.gpu.run),
-#: or ("backward", keyword arguments of ioattn.gpu.run_backward). Sizes are small (sanitizers
+#: ("backward", keyword arguments of ioattn.gpu.run_backward), or ("decode", those of
+#: ioattn.gpu.decode). Sizes are small (sanitizers
 #: slow kernels 10-100x) but ragged at the edges.
 LAUNCHES = {
     "flash-float32": ("flash", dict(dtype="float32", causal=True, save_lse=True)),
@@ -55,9 +56,14 @@ LAUNCHES = {
     "flash_fa2-backward-float16": ("backward", dict(kernel="flash_fa2", dtype="float16",
                                                     causal=True)),
     "flash_fa2-backward-bfloat16": ("backward", dict(kernel="flash_fa2", dtype="bfloat16")),
+    "decode-paged": ("decode", dict(S=4, causal=True)),
 }
 #: The shape every launch uses: batch x heads, N (not a multiple of any block), d.
 SHAPE = (2, 100, 64)
+#: The decoding launch: batch, H_q, H_kv (g = 4), N_q, N_k (a ragged last page), d, and pages
+#: of P_s rows (the default tile, 48 keys, reads them whole twice over), shuffled in the pool.
+DECODE_SHAPE = (2, 8, 2, 2, 1000, 128)
+DECODE_PAGE = 24
 
 
 def root() -> Path:
@@ -122,17 +128,42 @@ def launch(name: str) -> None:
     algorithm, kw = LAUNCHES[name]
     rng = np.random.default_rng(0)
     Q, K, V = (rng.standard_normal(SHAPE).astype(np.float32) for _ in range(3))
-    if algorithm == "backward":
+    if algorithm == "decode":
+        arrays = (decode_launch(rng, **kw),)
+    elif algorithm == "backward":
         fwd = g.run("flash", Q, K, V, save_lse=True, causal=kw.get("causal", False))
         dO = rng.standard_normal(SHAPE).astype(np.float32)
         out = g.run_backward(Q, K, V, fwd.output, dO, fwd.lse, **kw)
         arrays = out.output
     else:
         arrays = (g.run(algorithm, Q, K, V, **kw).output,)
+    _check_finite(name, arrays)
+
+
+def _check_finite(name, arrays) -> None:
+    import numpy as np
+
     for a in arrays:
         host = a.get() if hasattr(a, "get") else np.asarray(a)
         if not np.isfinite(host).all():
             raise RuntimeError(f"{name}: the output has non-finite entries")
+
+
+def decode_launch(rng, backend="cuda", **kw):
+    """The decoding launch: :data:`DECODE_SHAPE`'s cache in pages of :data:`DECODE_PAGE` rows
+    scattered over a pool with spare pages, ``ioattn.gpu.decode(..., **kw)``; its output."""
+    import numpy as np
+
+    import ioattn.gpu as g
+
+    batch, H_q, H_kv, N_q, N_k, d = DECODE_SHAPE
+    n = -(-N_k // DECODE_PAGE)
+    pool = batch * n + 5
+    table = rng.permutation(pool)[:batch * n].reshape(batch, n).astype(np.int32)
+    Q = rng.standard_normal((batch, H_q, N_q, d)).astype(np.float32)
+    K, V = (rng.standard_normal((pool, H_kv, DECODE_PAGE, d)).astype(np.float32)
+            for _ in range(2))
+    return g.decode(Q, K, V, table, N_k, backend=backend, **kw).output
 
 
 def _run_step(step: dict, cwd: Path) -> dict:

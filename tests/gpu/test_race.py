@@ -96,12 +96,18 @@ FA2_BACKWARD = [
     ((1, 40, 128), {"dtype": "float16", "block": (16, 16)},
      {"flash_fa2_bwd_prep_f16", "flash_fa2_bwd_f16_d128"}),
 ]
+# decoding (ioattn.gpu.decode): (batch, H_q, H_kv, N_q, N_k, d, B_c, P_s, S), pages that do not
+# divide the tile and a ragged last page, d with and without 16-byte rows, one split or more,
+# and full warps of keys (the bank-conflict check below)
+DECODE = [(2, 4, 2, 3, 37, 16, 8, 5, 3, "float32"), (1, 8, 1, 1, 45, 6, 16, None, 1, "float32"),
+          (1, 2, 1, 7, 30, 32, 4, 8, 4, "float16"), (1, 2, 1, 2, 96, 32, 32, 8, 2, "bfloat16")]
+DECODE_KERNELS = {"decode_split_f32", "decode_split_f16", "decode_split_bf16", "decode_merge"}
 
 
 def test_the_cases_cover_every_kernel():
     every = {k for f in files() for k in kernel_names(f)}
     covered = set().union(*(case[3] for case in FORWARD), BACKWARD_KERNELS,
-                          *(case[2] for case in FA2_BACKWARD))
+                          *(case[2] for case in FA2_BACKWARD), DECODE_KERNELS)
     assert covered == every
 
 
@@ -156,6 +162,38 @@ def test_tensor_core_backward_kernels_have_no_race(rng, launched, shape, options
                                   None, mask)
         for got, w in zip(r.output, want):
             assert rel_error(got[h], w) <= 3e-2
+
+
+@pytest.mark.parametrize("count_io", [False, True], ids=["plain", "count_io"])
+@pytest.mark.parametrize("case", DECODE, ids=[f"decode-{i}" for i in range(len(DECODE))])
+def test_decoding_kernels_have_no_race(rng, launched, case, count_io):
+    from ioattn.gpu import decode
+    from ioattn.gpu.decode import KERNELS as SPLIT
+
+    from .test_decode import paged, rounded
+    from .test_decode import reference as decode_reference
+
+    batch, H_q, H_kv, N_q, N_k, d, B_c, P_s, S, dtype = case
+    Q = rounded(rng.standard_normal((batch, H_q, N_q, d)), dtype)
+    K, V = (rounded(rng.standard_normal((batch, H_kv, N_k, d)), dtype) for _ in range(2))
+    cache = (K, V, None) if P_s is None else paged(rng, K, V, P_s)
+    r = decode(Q, *cache, N_k, S=S, B_c=B_c, causal=True, dtype=dtype, count_io=count_io,
+               backend=RACECHECK)
+    assert launched == {SPLIT[dtype]} | ({"decode_merge"} if S > 1 else set())
+    assert rel_error(r.output, decode_reference(Q, K, V, causal=True)) <= 1e-5
+    assert (r.io is not None) == count_io and r.backend == RACECHECK
+    # the scores read K_s without bank conflicts: 16-byte rows at a stride of d + 4 take one
+    # wavefront a quarter-warp, exactly four a request where every warp reads 32 keys (B_c a
+    # multiple of 32 that divides N_k; unpadded, d = 32 would take 32), scalar rows at d + 1
+    # one; where a warp's entries of O_s are in one row (d a multiple of 32), P V reads V_s
+    # and P in one
+    sites = {c.code: c for c in r.accesses if c.space == "shared" and c.kernel == SPLIT[dtype]}
+    score = next(c for code, c in sites.items() if "(kr + k)" in code or "kr[k]" in code)
+    assert 0 < score.wavefronts <= (4 if d % 4 == 0 else 1) * score.requests
+    if B_c % 32 == 0 and N_k % B_c == 0:
+        assert score.wavefronts == 4 * score.requests
+    pv = next(c for code, c in sites.items() if "V_t[j * ld + k]" in code)
+    assert pv.wavefronts == pv.requests > 0 or d % 32
 
 
 def test_a_real_kernel_without_a_barrier_is_reported(rng, monkeypatch):
