@@ -39,12 +39,22 @@ tile's table entries ``p_t``, its pages' ``K`` and ``V`` (``2 d w_t``) and the s
 tile's own keys (``R c_t``); the merge holds the merged ``O`` and one partial (``R d`` each),
 the merged ``m``, ``l``, the partial's ``m``, ``l`` and a scratch (``R`` each)::
 
-    peak = max over tiles of (2 R d + 3 R + p_t + 2 d w_t + R c_t)   [ max with 2 R d + 5 R if S > 1 ].
+    peak = max over tiles of (2 R d + 3 R + p_t + 2 d w_t + R c_t),
+           and at least 2 R d + 5 R (the merge) when S > 1.
 
-Reading of the shared model: the spec does not say how the last page of a sequence is laid
-out; here, as in its page definition, the last page has ``N_k - (ceil(N_k / P_s) - 1) P_s``
-rows and a tile that reads it reads only those (the slots of the pool beyond the sequence's
-end are not read). No other choice is made beyond the shared model.
+What the model leaves open, fixed here (the GPU kernel's count, which must equal
+:func:`decoding_cost`'s reads and writes, follows the same):
+
+- the last page of a sequence has ``N_k - (ceil(N_k / P_s) - 1) P_s`` rows, as its definition
+  says, and a tile that reads it reads only those: the pool's slots past the sequence's end
+  are never read (reading the last page as ``P_s`` full rows would add ``2 d (P_s - r)`` a
+  tile that reaches it);
+- with ``P_s`` given and no block table (:func:`run_decoding` on a contiguous cache), the pages
+  lie in order and the identity table is still read, one entry a page a tile: the count does
+  not depend on where the pages are;
+- the peak is the memory model's (the buffers above); the GPU kernel may ignore it;
+- :func:`run_decoding` takes ``N_k`` beside the block table, since a page pool does not say
+  how much of a sequence's last page is used.
 
 References
 ----------
