@@ -54,34 +54,11 @@
 #include <cuda_bf16.h>
 #endif
 #include "mma.cuh"
+#include "fa2.cuh"
 
 namespace fa2b {
 
-__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
-template <typename T> __device__ __forceinline__ T from_f32(float x);
-template <> __device__ __forceinline__ __half from_f32<__half>(float x)
-{
-    return __float2half_rn(x);
-}
-template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float x)
-{
-    return __float2bfloat16_rn(x);
-}
-
-// Two floats rounded to T in one 32-bit register, `lo` in the low half.
-template <typename T>
-__device__ __forceinline__ unsigned pack(float lo, float hi)
-{
-    const T a = from_f32<T>(lo), b = from_f32<T>(hi);
-    unsigned short x, y;
-    memcpy(&x, &a, 2);
-    memcpy(&y, &b, 2);
-    return unsigned(x) | (unsigned(y) << 16);
-}
-
-struct __align__(16) chunk16 { unsigned w[4]; };
-struct __align__(8) pair { float x, y; };            // two float32 outputs, one 8-byte store
+using namespace fa2;                // the 16-bit helpers of fa2.cuh
 
 // Rows 0 .. rows - 1 of a (total x D) tile by 16-byte cp.async into `dst` (LD entries a row);
 // the rows past them zero-filled.
