@@ -3,9 +3,9 @@
 For a few model shapes (one attention layer: ``H_q`` query heads, ``H_kv`` key/value heads,
 ``d = 128``), caches of ``N_k`` rows in pages of 16, a decoding step (``N_q = 1``) or a
 speculative verification of 4 tokens, and a batch of 1 or 16 sequences, the kernel's plan
-(:func:`ioattn.gpu.decode.decode_plan`: tiles of 64 keys) is counted by
+(:func:`ioattn.gpu.flash_decoding.decode_plan`: tiles of 64 keys) is counted by
 :func:`ioattn.decoding.decoding_cost`, the closed form the emulator's count equals (tests/gpu/
-test_decode.py). ``S`` splits the cache so that the step has at least 132 blocks (an H100's SMs)
+test_flash_decoding.py). ``S`` splits the cache so that the step has at least 132 blocks (an H100's SMs)
 where the cache allows. The bytes are 4 an entry (the kernel reads and writes float32, and its
 block-table entries are int32); with ``--dtype float16`` or ``bfloat16``, ``Q`` and the cache
 take 2 bytes an entry, the partials and ``O`` staying float32. The predicted time is the larger
@@ -40,7 +40,7 @@ if str(ROOT) not in sys.path:          # run from a checkout without installing 
 from ioattn.algorithms.base import ceil_div  # noqa: E402
 from ioattn.decoding import decoding_cost, decoding_flops, decoding_terms  # noqa: E402
 from ioattn.gpu.backend import EMULATED_SHARED_MEMORY  # noqa: E402
-from ioattn.gpu.decode import decode_plan  # noqa: E402
+from ioattn.gpu.flash_decoding import decode_plan  # noqa: E402
 from ioattn.roofline import terms  # noqa: E402
 
 GPUS = ("T4", "A100", "H100", "H200")
@@ -92,7 +92,7 @@ def measure(r, repeats=20, dtype="float32"):  # pragma: no cover - needs a GPU
     import cupy as cp
     import numpy as np
 
-    from ioattn.gpu.decode import prepare_decode
+    from ioattn.gpu.flash_decoding import prepare_decode
 
     rng = np.random.default_rng(0)
     n = ceil_div(r["N_k"], P_S)

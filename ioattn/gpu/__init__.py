@@ -7,7 +7,7 @@ True
 The kernels (``ioattn/gpu/kernels/*.cu``) are FlashAttention-2's forward in float32 and, on
 the tensor cores, in float16 and bfloat16; its backward in float32; Saha and Ye's square tiling;
 standard attention with ``S`` and ``P`` materialised; and split-K, grouped, paged decoding
-(:func:`decode`, :mod:`ioattn.gpu.decode`). Compiled with ``-DIOATTN_COUNT_IO``
+(:func:`decode`, :mod:`ioattn.gpu.flash_decoding`). Compiled with ``-DIOATTN_COUNT_IO``
 they count every entry they load from and store to global memory, and
 ``run(name, Q, K, V, M=..., count_io=True).io`` equals :func:`ioattn.io_cost` for the same
 plan. Without a GPU every call raises :class:`GPUUnavailableError`; ``backend="emulator"``
@@ -26,7 +26,7 @@ from .api import (
     run,
     run_backward,
 )
-from .decode import DecodeResult, decode
+from .flash_decoding import DecodeResult, decode
 from .device import GPUUnavailableError, available, device_info, why_unavailable
 from .nvrtc import KernelCompileError
 

@@ -11,7 +11,7 @@ from ioattn.gpu.sources import ARCHS, files, kernel_names, nvcc_check, source
 
 def test_there_are_kernels():
     assert {"flash.cu", "flash_tc.cu", "flash_backward.cu", "square_tiling.cu",
-            "standard.cu", "decode.cu"} <= set(files())
+            "standard.cu", "flash_decoding.cu"} <= set(files())
 
 
 @pytest.mark.parametrize("count_io", [False, True], ids=["plain", "count_io"])

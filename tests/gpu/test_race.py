@@ -168,10 +168,10 @@ def test_tensor_core_backward_kernels_have_no_race(rng, launched, shape, options
 @pytest.mark.parametrize("case", DECODE, ids=[f"decode-{i}" for i in range(len(DECODE))])
 def test_decoding_kernels_have_no_race(rng, launched, case, count_io):
     from ioattn.gpu import decode
-    from ioattn.gpu.decode import KERNELS as SPLIT
+    from ioattn.gpu.flash_decoding import KERNELS as SPLIT
 
-    from .test_decode import paged, rounded
-    from .test_decode import reference as decode_reference
+    from .test_flash_decoding import paged, rounded
+    from .test_flash_decoding import reference as decode_reference
 
     batch, H_q, H_kv, N_q, N_k, d, B_c, P_s, S, dtype = case
     Q = rounded(rng.standard_normal((batch, H_q, N_q, d)), dtype)

@@ -1,4 +1,4 @@
-"""Split-K, grouped, paged decoding on the GPU (``kernels/decode.cu``): FlashDecoding's schedule,
+"""Split-K, grouped, paged decoding on the GPU (``kernels/flash_decoding.cu``): FlashDecoding's schedule,
 counted.
 
 :func:`decode` computes ``softmax(scale Q K^T) V`` for a few query rows per head against a
@@ -41,7 +41,7 @@ from .plans import ENTRY, MAX_GRID_Y, SharedMemoryExceeded
 __all__ = ["KERNELS", "MAX_N_Q", "DecodePlan", "DecodeResult", "decode", "decode_plan", "footprint",
            "layout", "prepare_decode"]
 
-FILE = "decode.cu"
+FILE = "flash_decoding.cu"
 
 #: The most query rows per head the kernel takes: a decoding step, a speculative verification
 #: or a short chunk. Every row of a group is held in shared memory with its scores, so longer
@@ -396,7 +396,7 @@ def decode(Q, K_pages, V_pages, table, N_k, *, S: int = 1, B_c: int | None = Non
            causal: bool = False, scale: float | None = None, dtype: str = "float32",
            count_io: bool = False, backend: str = "cuda") -> DecodeResult:
     """Attention of a few new query rows against a (paged) key/value cache, split-K and
-    grouped: FlashDecoding's schedule (:mod:`ioattn.gpu.decode`).
+    grouped: FlashDecoding's schedule (:mod:`ioattn.gpu.flash_decoding`).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""The decoding kernel (kernels/decode.cu: split-K, grouped, paged), run by the CPU emulator: the
+"""The decoding kernel (kernels/flash_decoding.cu: split-K, grouped, paged), run by the CPU emulator: the
 output against float64 NumPy with the pages shuffled in a larger pool, and the traffic it counts
 against ioattn.decoding.decoding_cost (grouping "stacked") for its B_c, P_s and S."""
 
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import ioattn.gpu as gpu
 from ioattn.decoding import decoding_cost
-from ioattn.gpu.decode import (MAX_N_Q, decode_plan, footprint, layout, prepare_decode,
+from ioattn.gpu.flash_decoding import (MAX_N_Q, decode_plan, footprint, layout, prepare_decode,
                                row_stride)
 from ioattn.gpu.emulator import OutOfBounds
 from ioattn.gpu.plans import MAX_GRID_Y, SharedMemoryExceeded
@@ -175,7 +175,7 @@ def test_shared_memory_is_the_layout(rng, monkeypatch):
     # of shared memory into the emulator's guard page
     import sys
 
-    module = sys.modules["ioattn.gpu.decode"]        # ioattn.gpu.decode is the function
+    module = sys.modules["ioattn.gpu.flash_decoding"]
     monkeypatch.setattr(module, "footprint", lambda *a: footprint(*a) - 1)
     with pytest.raises(OutOfBounds):
         check(rng, H_q=2, H_kv=1, N_q=1, N_k=20, d=8, B_c=8, P_s=5)

@@ -39,7 +39,7 @@
 // 16-byte aligned, and eight consecutive rows fall in distinct bank quads):
 //   Q_s (R x ld), K_s (rows x ld), V_s (rows x ld), O_s (R x d), P (R x B_c), m, l, alpha (R),
 //   then the tile's table entries (pages ints),
-// where rows and pages are the most rows and pages any tile reads (ioattn.gpu.decode.layout).
+// where rows and pages are the most rows and pages any tile reads (ioattn.gpu.flash_decoding.layout).
 #include "ioattn.cuh"
 
 #ifndef IOATTN_EMULATE
