@@ -129,6 +129,7 @@ import numpy as np
 
 from .._validate import as_count, as_flag
 from .layout import grid_shape, group_sizes, offsets, shares, sizes, usp_shape
+from .two_level import cache_io, check_M
 
 __all__ = ["ALGORITHMS", "BACKWARD", "NAMES", "SCHEMES", "WITH_BACKWARD", "ParallelCost",
            "as_flag", "check", "cost", "pairs", "sweep"]
@@ -175,6 +176,23 @@ class ParallelCost:
     messages: np.ndarray
     memory: np.ndarray
     work: np.ndarray
+    #: The cache of each processor (:mod:`~ioattn.parallel.two_level`), or None.
+    M: int | None = None
+    #: Entries each processor's cache reads from its memory and writes to it (with ``M``).
+    cache_reads: np.ndarray | None = None
+    cache_writes: np.ndarray | None = None
+
+    @property
+    def cache_io(self) -> np.ndarray:
+        """Entries moved between each processor's memory and its cache (``M`` given)."""
+        if self.M is None:
+            raise ValueError("no cache was counted: pass M= to cost (or to run)")
+        return self.cache_reads + self.cache_writes
+
+    @property
+    def max_cache_io(self) -> int:
+        """The most entries one processor moves between its memory and its cache."""
+        return int(self.cache_io.max())
 
     @property
     def traffic(self) -> np.ndarray:
@@ -223,8 +241,10 @@ class ParallelCost:
         return all(np.array_equal(getattr(self, f), getattr(other, f)) for f in
                    ("sent", "received", "messages", "memory", "work")) and \
             (self.name, self.N, self.d, self.P, self.heads, self.causal, self.backward,
-             self.grid) == (other.name, other.N, other.d, other.P, other.heads, other.causal,
-                            other.backward, other.grid)
+             self.grid, self.M) == (other.name, other.N, other.d, other.P, other.heads,
+                                    other.causal, other.backward, other.grid, other.M) and \
+            (self.M is None or (np.array_equal(self.cache_reads, other.cache_reads)
+                                and np.array_equal(self.cache_writes, other.cache_writes)))
 
     __hash__ = None
 
@@ -298,7 +318,7 @@ def _striped_pairs(n_q: int, n_k: int, q: int, k: int, causal: bool) -> int:
 
 
 def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = False,
-         backward: bool = False, grid=None) -> ParallelCost:
+         backward: bool = False, grid=None, M: int | None = None) -> ParallelCost:
     """The exact words, messages, memory and work of ``name`` on ``P`` processors.
 
     Parameters
@@ -319,6 +339,11 @@ def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = Fa
         ``(P_r, P_c)`` for ``"grid"``, default :func:`~.layout.grid_shape` ``(P, d)``;
         ``(P_u, P_r)`` for ``"usp"`` and ``"usp_zigzag"``, default :func:`~.layout.usp_shape`
         ``(P, heads)``.
+    M : int, optional
+        A cache of ``M`` entries in every processor: also count the entries between each
+        processor's memory and its cache, FlashAttention-2 on every step's block
+        (:mod:`~ioattn.parallel.two_level`; forward ``"ring"``, ``"striped"``, ``"zigzag"`` and
+        ``"all_gather"``, ``M >= 4d + 4``).
 
     Returns
     -------
@@ -334,6 +359,8 @@ def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = Fa
     """
     N, d, P, H, grid = check(name, N, d, P, heads, backward, grid)
     causal = as_flag(causal, "causal")
+    if M is not None:
+        M = check_M(name, d, M, backward)
     dtype = _dtype(N, d, H)
     if name in ("ring", "striped"):
         parts = _ring(shares(N, P).astype(dtype), N, d, P, H, causal, backward,
@@ -353,8 +380,13 @@ def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = Fa
     else:
         parts = _grid([int(x) for x in shares(N, P)], N, d, P, H, causal, grid)
     sent, received, messages, memory, work = (np.asarray(x, dtype) for x in parts)
+    cache = (None, None)
+    if M is not None:
+        cache = cache_io(name, N, d, P, M, heads=H, causal=causal)
+        wide = max(map(max, cache)) >= _INT64_SAFE      # beyond int64: Python ints
+        cache = tuple(np.asarray(x, object if wide else np.int64) for x in cache)
     return ParallelCost(name, N, d, P, H, causal, backward, grid, sent, received, messages,
-                        memory, work.reshape(P, -1))
+                        memory, work.reshape(P, -1), M, *cache)
 
 
 #: Below this every count fits an int64 with room to spare (a sum of two of them still fits).

@@ -37,6 +37,7 @@ from .costs import LAYOUT, check, cost
 from .counted import Counted
 from .layout import group_rows, offsets, rows
 from .reference import attention, attention_backward
+from .two_level import Processor, check_M, key_steps
 
 __all__ = ["ERROR", "all_gather", "all_to_all", "grid", "main", "ring", "ring_backward",
            "run_job", "usp"]
@@ -89,9 +90,11 @@ def _finish(O, m, l) -> None:
 
 
 # -- the algorithms: what rank p runs ----------------------------------------------------------
-def ring(cc: Counted, Q, KV, rows_of, causal: bool, scale: float):
+def ring(cc: Counted, Q, KV, rows_of, causal: bool, scale: float, local=None):
     """Ring attention, forward (:mod:`~ioattn.parallel.costs`): ``K_j, V_j`` travel round the
-    ring in one message per step, sent while the held block is used. Returns ``O_p, L_p``."""
+    ring in one message per step, sent while the held block is used. Returns ``O_p, L_p``
+    (``O_p`` only with ``local``, a :class:`~ioattn.parallel.two_level.Processor` through whose
+    cache each step's block is attended)."""
     p, P = cc.rank, cc.size
     H, n, d = Q.shape
     O = cc.hold("O", np.zeros((H, n, d)))
@@ -105,13 +108,19 @@ def ring(cc: Counted, Q, KV, rows_of, causal: bool, scale: float):
             nxt_name = f"block {s + 1}"
             nxt = cc.hold(nxt_name, np.empty((2, H, len(rows_of[(j - 1) % P]), d)))
             handle = cc.start([((p + 1) % P, cur)], [((p - 1) % P, nxt)])
-        cc.work.append(_attend(Q, cur[0], cur[1], rows_of[p], rows_of[j], causal, scale, O, m, l))
+        if local is None:
+            cc.work.append(_attend(Q, cur[0], cur[1], rows_of[p], rows_of[j], causal, scale, O,
+                                   m, l))
+        else:
+            cc.work.append(local.step(s, cur[0], cur[1]))
         if handle is not None:
             cc.wait(handle)
         if cur_name is not None:
             cc.drop(cur_name)
         if s < P - 1:
             cur, cur_name = nxt, nxt_name
+    if local is not None:
+        return (local.output(),)
     _finish(O, m, l)
     return O, m
 
@@ -240,10 +249,11 @@ def grid(cc: Counted, Q, KV, rows_of, shape, causal: bool, scale: float):
     return O
 
 
-def all_gather(cc: Counted, Q, KV, rows_of, causal: bool, scale: float):
+def all_gather(cc: Counted, Q, KV, rows_of, causal: bool, scale: float, local=None):
     """All-gather of ``K, V`` [LLAMA3]: rank ``p`` sends ``K_p, V_p`` to every other rank in one
     message each, then attends ``Q_p`` to every block (the whole of ``K, V`` held). Returns
-    ``O_p, L_p``.
+    ``O_p, L_p`` (``O_p`` only with ``local``, which attends ``Q_p`` to all the blocks in one
+    FlashAttention run through its cache).
 
     References
     ----------
@@ -260,6 +270,11 @@ def all_gather(cc: Counted, Q, KV, rows_of, causal: bool, scale: float):
     O = cc.hold("O", np.zeros((H, n, d)))
     m = cc.hold("m", np.full((H, n), -np.inf))
     l = cc.hold("l", np.zeros((H, n)))
+    if local is not None:
+        every = np.concatenate([blocks[q] for q in range(P)], axis=2)   # the held words again
+        cc.work.append(local.step(0, every[0], every[1]))
+        cc.drop(*(f"K, V {q}" for q in peers))
+        return (local.output(),)
     cc.work.append(sum(_attend(Q, blocks[q][0], blocks[q][1], rows_of[p], rows_of[q], causal,
                                scale, O, m, l) for q in range(P)))
     cc.drop(*(f"K, V {q}" for q in peers))
@@ -372,6 +387,13 @@ def run_job(job: dict, comm) -> dict | None:
     rows_of = group_rows(N, shape) if name == "usp_zigzag" else rows(N, P, LAYOUT[name])
     mine = rows_of[p]
     cc = Counted(comm)
+    M = job.get("M")
+    local = None
+    if M is not None:
+        M = check_M(name, d, M, backward)
+        _, ksteps = key_steps(name, N, P)
+        local = Processor(M, np.ascontiguousarray(full["Q"][:, mine]), mine, ksteps[p], causal,
+                          scale)
 
     def take(x):
         return np.ascontiguousarray(x[:, mine])
@@ -396,12 +418,15 @@ def run_job(job: dict, comm) -> dict | None:
             out = (grid(cc, Q, KV, rows_of, shape, causal, scale),)
         elif name == "all_gather":
             comm.Barrier()
-            out = all_gather(cc, Q, KV, rows_of, causal, scale)[:1]
+            out = all_gather(cc, Q, KV, rows_of, causal, scale, local)[:1]
         else:
             comm.Barrier()
-            out = ring(cc, Q, KV, rows_of, causal, scale)[:1]
+            out = ring(cc, Q, KV, rows_of, causal, scale, local)[:1]
     # verification, outside the counted communicator
-    counts = comm.gather(cc.totals(), root=0)
+    totals = cc.totals()
+    if local is not None:
+        totals.update(cache_reads=local.reads, cache_writes=local.writes)
+    counts = comm.gather(totals, root=0)
     gathered = comm.gather([np.asarray(x) for x in out], root=0)
     if p != 0:
         return None
@@ -417,12 +442,14 @@ def run_job(job: dict, comm) -> dict | None:
     else:
         want = (attention(full["Q"], full["K"], full["V"], causal=causal, scale=scale)[0],)
     error = max(float(np.max(np.abs(g - w))) for g, w in zip(results, want))
-    closed = cost(name, N, d, P, heads=H, causal=causal, backward=backward, grid=shape)
+    closed = cost(name, N, d, P, heads=H, causal=causal, backward=backward, grid=shape, M=M)
     steps = closed.work.shape[1]
-    counted = {k: [c[k] for c in counts] for k in ("sent", "received", "messages", "memory")}
+    keys = ("sent", "received", "messages", "memory") + (() if M is None else
+                                                          ("cache_reads", "cache_writes"))
+    counted = {k: [c[k] for c in counts] for k in keys}
     counted["work"] = [c["work"] + [0] * (steps - len(c["work"])) for c in counts]
     return {"id": job.get("id"), "name": name, "N": N, "d": d, "P": P, "heads": H,
-            "causal": causal, "backward": backward, "grid": shape, "counted": counted,
+            "causal": causal, "backward": backward, "grid": shape, "M": M, "counted": counted,
             "error": error, "outputs": results}
 
 
@@ -454,15 +481,18 @@ def _cli(argv, comm) -> None:
     p.add_argument("--backward", action="store_true")
     p.add_argument("--grid", help="P_r x P_c for grid, P_u x P_r for usp and usp_zigzag, "
                    "e.g. 2x4")
+    p.add_argument("--M", type=int, help="a cache of M entries in every process: also count "
+                   "the entries between its memory and its cache (ring, striped, zigzag, "
+                   "all_gather)")
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
     grid_ = tuple(int(x) for x in a.grid.lower().split("x")) if a.grid else None
     r = run_job({"name": a.name, "N": a.N, "d": a.d, "heads": a.heads, "causal": a.causal,
-                 "backward": a.backward, "grid": grid_, "seed": a.seed}, comm)
+                 "backward": a.backward, "grid": grid_, "seed": a.seed, "M": a.M}, comm)
     if r is None:
         return
     c = cost(a.name, a.N, a.d, comm.Get_size(), heads=a.heads, causal=a.causal,
-             backward=a.backward, grid=grid_)
+             backward=a.backward, grid=grid_, M=a.M)
     print(f"{a.name} on {r['P']} processes, N={a.N}, d={a.d}, H={a.heads}"
           f"{', causal' if a.causal else ''}{', backward' if a.backward else ''}")
     print(f"{'rank':>4} {'sent':>12} {'received':>12} {'messages':>8} {'memory':>12}   "
@@ -471,6 +501,12 @@ def _cli(argv, comm) -> None:
         got = [r["counted"][k][q] for k in ("sent", "received", "messages", "memory")]
         want = [int(getattr(c, k)[q]) for k in ("sent", "received", "messages", "memory")]
         print(f"{q:>4} {got[0]:>12,} {got[1]:>12,} {got[2]:>8} {got[3]:>12,}   {got == want}")
+    if a.M is not None:
+        for q in range(r["P"]):
+            got = [r["counted"][k][q] for k in ("cache_reads", "cache_writes")]
+            want = [int(c.cache_reads[q]), int(c.cache_writes[q])]
+            print(f"rank {q}: cache reads {got[0]:,}, writes {got[1]:,} (M = {a.M:,})   "
+                  f"closed form equal {got == want}")
     print(f"largest difference from the single-process reference: {r['error']:.2e}")
 
 
