@@ -139,8 +139,8 @@ ALGORITHMS = ("ring", "striped", "all_to_all", "grid")
 #: Those with a backward pass.
 BACKWARD = ("ring", "striped")
 #: The schemes run in practice: zigzag ring, all-gather of K, V, Ulysses x ring (and x zigzag
-#: ring).
-SCHEMES = ("zigzag", "all_gather", "usp", "usp_zigzag")
+#: ring), and head groups x grid.
+SCHEMES = ("zigzag", "all_gather", "usp", "usp_zigzag", "usp_grid")
 #: Every algorithm :func:`cost` and the MPI runs know.
 NAMES = ALGORITHMS + SCHEMES
 #: Every algorithm with a backward pass.
@@ -148,9 +148,10 @@ WITH_BACKWARD = BACKWARD + ("zigzag",)
 #: The layout of the rows each algorithm uses.
 LAYOUT = {"ring": "contiguous", "striped": "striped", "all_to_all": "contiguous",
           "grid": "contiguous", "zigzag": "zigzag", "all_gather": "zigzag", "usp": "contiguous",
-          "usp_zigzag": "zigzag"}
-#: The algorithms whose ``grid=`` option is a shape of the processors: (P_r, P_c), (P_u, P_r).
-SHAPED = ("grid", "usp", "usp_zigzag")
+          "usp_zigzag": "zigzag", "usp_grid": "contiguous"}
+#: The algorithms whose ``grid=`` option is a shape of the processors: (P_r, P_c), (P_u, P_r),
+#: (P_u, P_a, P_b).
+SHAPED = ("grid", "usp", "usp_zigzag", "usp_grid")
 
 
 @dataclass(frozen=True, eq=False)
@@ -272,8 +273,11 @@ def check(name: str, N: int, d: int, P: int, heads: int = 1, backward: bool = Fa
     return N, d, P, heads, grid
 
 
-def _shape(name: str, grid, P: int, d: int, heads: int) -> tuple[int, int]:
-    """The processor shape of ``"grid"`` ``(P_r, P_c)`` or of USP ``(P_u, P_r)``, checked."""
+def _shape(name: str, grid, P: int, d: int, heads: int) -> tuple[int, ...]:
+    """The processor shape of ``"grid"`` ``(P_r, P_c)``, of USP ``(P_u, P_r)`` or of
+    ``"usp_grid"`` ``(P_u, P_a, P_b)``, checked."""
+    if name == "usp_grid":
+        return _usp_grid_shape(grid, P, d, heads)
     pair = "(P_r, P_c)" if name == "grid" else "(P_u, P_r)"
     if grid is None:
         grid = grid_shape(P, d) if name == "grid" else usp_shape(P, heads)
@@ -287,6 +291,33 @@ def _shape(name: str, grid, P: int, d: int, heads: int) -> tuple[int, int]:
         raise ValueError(f"{name} splits the heads among P_u = {a} processors, so it needs "
                          f"heads >= P_u; got heads = {heads}")
     return a, b
+
+
+def _usp_grid_shape(grid, P: int, d: int, heads: int) -> tuple[int, int, int]:
+    """``(P_u, P_a, P_b)`` of ``"usp_grid"``: given, or from ``(P_u, P_r)`` (default
+    :func:`~.layout.usp_shape`) with the grid :func:`~.layout.grid_shape` ``(P_r, d)``."""
+    if grid is None:
+        grid = usp_shape(P, heads)
+    what = "grid must be (P_u, P_r) or (P_u, P_a, P_b)"
+    try:
+        sides = [as_count(g, "grid side") for g in grid]
+    except TypeError:
+        raise TypeError(f"{what}, got {grid!r}") from None
+    if len(sides) not in (2, 3):
+        raise ValueError(f"{what}, got {grid!r}")
+    if len(sides) == 2:             # (P_u, P_r): the groups in the grid of least traffic
+        if sides[0] * sides[1] != P:
+            raise ValueError(f"a {sides[0]} x {sides[1]} shape has {sides[0] * sides[1]} "
+                             f"processors, not P = {P}")
+        sides = [sides[0], *grid_shape(sides[1], d)]
+    P_u, P_a, P_b = sides
+    if P_u * P_a * P_b != P:
+        raise ValueError(f"a {' x '.join(map(str, sides))} shape has {P_u * P_a * P_b} "
+                         f"processors, not P = {P}")
+    if heads < P_u:
+        raise ValueError(f"usp_grid splits the heads among P_u = {P_u} processors, so it needs "
+                         f"heads >= P_u; got heads = {heads}")
+    return P_u, P_a, P_b
 
 
 def pairs(qrows, krows, causal: bool) -> int:
@@ -375,6 +406,8 @@ def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = Fa
     elif name == "usp_zigzag":
         parts = _usp([int(x) for x in group_sizes(N, grid)], N, d, P, H, causal, grid,
                      chunks=[int(x) for x in shares(N, 2 * grid[1])])
+    elif name == "usp_grid":
+        parts = _usp_grid([int(x) for x in shares(N, P)], N, d, P, H, causal, grid)
     elif name == "all_to_all":
         parts = _all_to_all([int(x) for x in shares(N, P)], N, d, P, H, causal)
     else:
@@ -512,6 +545,39 @@ def _group_pairs(N_g, chunks, r, j, causal) -> int:
     last = len(chunks) - 1
     return sum(_contiguous_pairs(chunks[a], chunks[b], a, b, causal)
                for a in (r, last - r) for b in (j, last - j))
+
+
+def _usp_grid(n, N, d, P, H, causal, grid):
+    """Head groups x grid (module docstring): ``grid = (P_u, P_a, P_b)``, ``p = r P_u + u``,
+    ``r = a P_b + b``; the grid scheme's counts on the groups, with ``N_r`` for ``n_p`` and the
+    ``h_u`` heads, beside USP's two all-to-alls."""
+    P_u, P_a, P_b = grid
+    h = [int(x) for x in shares(H, P_u)]
+    N_g = [sum(n[r * P_u: (r + 1) * P_u]) for r in range(P_a * P_b)]      # N_r
+    sent, received, memory, work = [], [], [], []
+    for p in range(P):
+        r, u = divmod(p, P_u)
+        a, b = divmod(r, P_b)
+        hu, Nr = h[u], N_g[r]
+        qs = [a * P_b + c for c in range(P_b)]                  # the groups of query block a
+        ks = [g * P_b + b for g in range(P_a)]                  # the groups of key block b
+        N_a, N_b = sum(N_g[q] for q in qs), sum(N_g[k] for k in ks)
+        sent.append(3 * d * n[p] * (H - hu) + d * hu * (Nr - n[p])
+                    + d * hu * Nr * (P_b - 1) + 2 * d * hu * Nr * (P_a - 1)
+                    + (d + 1) * hu * (N_a - Nr))
+        received.append(3 * d * hu * (Nr - n[p]) + d * n[p] * (H - hu)
+                        + d * hu * (N_a - Nr) + 2 * d * hu * (N_b - Nr)
+                        + (d + 1) * hu * Nr * (P_b - 1))
+        compute = d * hu * (N_a - Nr) + 2 * d * hu * (N_b - Nr) + (d + 3) * hu * N_a
+        merge = (d + 1) * hu * N_a + (d + 1) * hu * Nr * (P_b - 1) + d * hu * Nr
+        memory.append(3 * d * H * n[p] + max(
+            6 * d * hu * Nr - 3 * d * hu * n[p],            # the pieces, copied to Q_r, K_r, V_r
+            3 * d * hu * Nr + max(compute, merge),          # the grid on them
+            2 * d * hu * Nr,                                # O_r cut into the pieces to return
+            d * hu * Nr + d * H * n[p]))                    # the rows of O arriving
+        work.append([hu * sum(_contiguous_pairs(N_g[q], N_g[k], q, k, causal)
+                              for q in qs for k in ks)])
+    return sent, received, [2 * (P_u - 1) + 2 * (P_b - 1) + (P_a - 1)] * P, memory, work
 
 
 def _all_to_all(n, N, d, P, H, causal):

@@ -40,7 +40,7 @@ from .reference import attention, attention_backward
 from .two_level import Processor, check_M, key_steps
 
 __all__ = ["ERROR", "all_gather", "all_to_all", "grid", "main", "ring", "ring_backward",
-           "run_job", "usp"]
+           "run_job", "usp", "usp_grid"]
 
 #: How a failing rank marks its error on stderr, for :func:`ioattn.parallel.launch.launch`.
 ERROR = "ioattn-parallel-error:"
@@ -201,11 +201,14 @@ def all_to_all(cc: Counted, QKV, N: int, rows_of, causal: bool, scale: float):
     return O
 
 
-def grid(cc: Counted, Q, KV, rows_of, shape, causal: bool, scale: float):
+def grid(cc: Counted, Q, KV, rows_of, shape, causal: bool, scale: float, ranks=None):
     """The two-dimensional scheme on a ``P_r x P_c`` grid, rank ``p = a P_c + b``: gather the
     query block along grid row ``a`` and the key block along grid column ``b``, attend, then a
-    reduce-scatter along the row merges the partial ``(O, L)`` by log-sum-exp."""
-    p = cc.rank
+    reduce-scatter along the row merges the partial ``(O, L)`` by log-sum-exp. ``ranks``, when
+    given, are the MPI ranks of the grid's places (the grids of ``"usp_grid"``); ``rows_of``
+    the rows of each place."""
+    at = list(range(cc.size)) if ranks is None else list(ranks)
+    p = at.index(cc.rank)
     P_r, P_c = shape
     a, b = divmod(p, P_c)
     H, n, d = Q.shape
@@ -215,11 +218,13 @@ def grid(cc: Counted, Q, KV, rows_of, shape, causal: bool, scale: float):
     for q in row:
         if q != p:
             Qs[q] = cc.hold(f"Q {q}", np.empty((H, len(rows_of[q]), d)))
-    cc.exchange([(q, Q) for q in row if q != p], [(q, Qs[q]) for q in row if q != p], tag=1)
+    cc.exchange([(at[q], Q) for q in row if q != p], [(at[q], Qs[q]) for q in row if q != p],
+                tag=1)
     for k in col:
         if k != p:
             KVs[k] = cc.hold(f"KV {k}", np.empty((2, H, len(rows_of[k]), d)))
-    cc.exchange([(k, KV) for k in col if k != p], [(k, KVs[k]) for k in col if k != p], tag=2)
+    cc.exchange([(at[k], KV) for k in col if k != p],
+                [(at[k], KVs[k]) for k in col if k != p], tag=2)
     parts, work = {}, 0
     for q in row:                                  # partial (O, L) of chunk q, L in column d
         parts[q] = cc.hold(f"part {q}", np.zeros((H, len(rows_of[q]), d + 1)))
@@ -239,8 +244,8 @@ def grid(cc: Counted, Q, KV, rows_of, shape, causal: bool, scale: float):
     for q in row:
         if q != p:
             got[q] = cc.hold(f"from {q}", np.empty((H, n, d + 1)))
-    cc.exchange([(q, parts[q]) for q in row if q != p], [(q, got[q]) for q in row if q != p],
-                tag=3)
+    cc.exchange([(at[q], parts[q]) for q in row if q != p],
+                [(at[q], got[q]) for q in row if q != p], tag=3)
     L = np.logaddexp.reduce(np.stack([got[q][..., d] for q in row]), axis=0)
     O = cc.hold("O", np.zeros((H, n, d)))
     with np.errstate(invalid="ignore"):
@@ -339,6 +344,51 @@ def usp(cc: Counted, QKV, N: int, rows_of, shape, causal: bool, scale: float):
     return O
 
 
+def usp_grid(cc: Counted, QKV, N: int, rows_of, shape, causal: bool, scale: float):
+    """Head groups x grid on ``P_u x P_a x P_b`` ranks, ``p = r P_u + u`` (``r = a P_b + b``),
+    contiguous rows: the all-to-all of USP within group ``r`` gives rank ``p`` the group's rows
+    of its heads; the ``P_r = P_a P_b`` ranks with the same ``u`` run :func:`grid` on their
+    heads, the groups' rows in the places of a ``P_a x P_b`` grid; a second all-to-all returns
+    the rows of ``O``. ``QKV`` is this rank's ``H x 3 x n_p x d`` share."""
+    p = cc.rank
+    P_u, P_a, P_b = shape
+    P_r = P_a * P_b
+    r, u = divmod(p, P_u)
+    H, _, n, d = QKV.shape
+    ho = offsets(H, P_u)
+    h = ho[u + 1] - ho[u]
+    group = [r * P_u + v for v in range(P_u)]
+    peers = [q for q in group if q != p]
+    pieces = {p: QKV[ho[u]:ho[u + 1]]}
+    for q in peers:
+        pieces[q] = cc.hold(f"in {q}", np.empty((h, 3, len(rows_of[q]), d)))
+    cc.exchange([(q, QKV[ho[q % P_u]:ho[q % P_u + 1]]) for q in peers],
+                [(q, pieces[q]) for q in peers])
+    block_rows = [np.concatenate([rows_of[g * P_u + v] for v in range(P_u)]) for g in range(P_r)]
+    at = np.cumsum([0] + [len(rows_of[q]) for q in group])
+    views = {q: slice(at[v], at[v + 1]) for v, q in enumerate(group)}
+    N_r = len(block_rows[r])
+    Q_r = cc.hold("Q_r", np.empty((h, N_r, d)))
+    KV_r = cc.hold("K_r, V_r", np.empty((2, h, N_r, d)))
+    for q in group:
+        Q_r[:, views[q]] = pieces[q][:, 0]
+        KV_r[:, :, views[q]] = pieces[q][:, 1:3].transpose(1, 0, 2, 3)
+    cc.drop(*(f"in {q}" for q in peers))
+    O_r = grid(cc, Q_r, KV_r, block_rows, (P_a, P_b), causal, scale,
+               ranks=[g * P_u + u for g in range(P_r)])
+    a = r // P_b
+    row = [a * P_b + c for c in range(P_b)]
+    cc.drop("Q_r", "K_r, V_r", *(f"part {q}" for q in row),
+            *(f"from {q}" for q in row if q != r))
+    out = {q: cc.hold(f"O {q}", np.ascontiguousarray(O_r[:, views[q]])) for q in group}
+    cc.drop("O")
+    O = cc.hold("O", np.empty((H, n, d)))
+    O[ho[u]:ho[u + 1]] = out[p]
+    cc.exchange([(q, out[q]) for q in peers],
+                [(q, O[ho[q % P_u]:ho[q % P_u + 1]]) for q in peers], tag=4)
+    return O
+
+
 def _usp_ring(cc: Counted, cur, block_rows, P_u: int, r: int, u: int, fold) -> None:
     """The ring of USP over the ``P_r`` groups, on the ranks ``g P_u + u``: at step ``s`` fold
     the block of group ``j = r - s`` (``fold(K, V, rows)``) while the next one arrives."""
@@ -398,12 +448,16 @@ def run_job(job: dict, comm) -> dict | None:
     def take(x):
         return np.ascontiguousarray(x[:, mine])
 
-    if name in ("all_to_all", "usp", "usp_zigzag"):
+    if name in ("all_to_all", "usp", "usp_zigzag", "usp_grid"):
         QKV = cc.hold("Q, K, V", np.ascontiguousarray(
             np.stack([full["Q"], full["K"], full["V"]], axis=1)[:, :, mine]))
         comm.Barrier()
-        out = (all_to_all(cc, QKV, N, rows_of, causal, scale) if name == "all_to_all" else
-               usp(cc, QKV, N, rows_of, shape, causal, scale),)
+        if name == "all_to_all":
+            out = (all_to_all(cc, QKV, N, rows_of, causal, scale),)
+        elif name == "usp_grid":
+            out = (usp_grid(cc, QKV, N, rows_of, shape, causal, scale),)
+        else:
+            out = (usp(cc, QKV, N, rows_of, shape, causal, scale),)
     else:
         Q = cc.hold("Q", take(full["Q"]))
         KV = cc.hold("K, V", np.ascontiguousarray(np.stack([take(full["K"]), take(full["V"])])))
@@ -480,7 +534,7 @@ def _cli(argv, comm) -> None:
     p.add_argument("--causal", action="store_true")
     p.add_argument("--backward", action="store_true")
     p.add_argument("--grid", help="P_r x P_c for grid, P_u x P_r for usp and usp_zigzag, "
-                   "e.g. 2x4")
+                   "P_u x P_a x P_b (or P_u x P_r) for usp_grid, e.g. 2x4")
     p.add_argument("--M", type=int, help="a cache of M entries in every process: also count "
                    "the entries between its memory and its cache (ring, striped, zigzag, "
                    "all_gather)")
