@@ -105,6 +105,28 @@ group ``r`` holds chunks ``r`` and ``2P_r - 1 - r`` of ``2P_r``, its processor `
 formulas with these ``n_p`` and ``N_r``; at ``P_r = 1`` all-to-all's counts, at ``P_u = 1``
 zigzag ring attention's words, messages and work.
 
+``"usp_grid"`` -- head groups x grid: USP with the grid scheme in place of the ring, on
+``P = P_u P_a P_b`` processors (``grid = (P_u, P_a, P_b)``; from ``(P_u, P_r)``, default
+:func:`~.layout.usp_shape`, the groups take the grid :func:`~.layout.grid_shape` ``(P_r, d)``),
+contiguous rows, ``p = r P_u + u`` with ``r = a P_b + b``. The all-to-all within group ``r``
+gives ``p`` the group's ``N_r`` rows of its ``h_u`` heads; the ``P_r = P_a P_b`` processors with
+the same ``u`` run the grid scheme on those heads with the groups in its places (query block
+``N_a`` the rows of the groups ``a P_b + c``, key block ``N^b`` those of the groups
+``a' P_b + b``); the second all-to-all returns the rows of ``O``::
+
+    sent_p = 3d n_p (H - h_u) + d h_u (N_r - n_p)
+             + d h_u N_r (P_b - 1) + 2d h_u N_r (P_a - 1) + (d + 1) h_u (N_a - N_r),
+    received_p = 3d h_u (N_r - n_p) + d n_p (H - h_u)
+                 + d h_u (N_a - N_r) + 2d h_u (N^b - N_r) + (d + 1) h_u N_r (P_b - 1),
+    messages_p = 2 (P_u - 1) + 2 (P_b - 1) + (P_a - 1).
+
+At ``P_u = 1`` these are the grid's words, messages and work, at ``P_a = P_b = 1``
+all-to-all's. Its memory holds, beside the ``3dH n_p`` of its share, the pieces of the first
+all-to-all copied into the group's ``Q_r`` and ``K_r, V_r`` (``3d h_u (2N_r - n_p)``), then
+the grid's buffers on them (``3d h_u N_r`` plus the grid's ``max(compute, merge)`` with
+``N_r`` and ``h_u``), then ``O_r`` cut into the pieces it returns (``2d h_u N_r``), then the
+rows of ``O`` arriving (``d h_u N_r + dH n_p``): the largest of the four.
+
 References
 ----------
 .. [RING] H. Liu, M. Zaharia, P. Abbeel, "Ring attention with blockwise transformers for
