@@ -36,14 +36,14 @@ with ``t`` in place of ``n`` and ``2 sqrt(2) d`` in place of ``2d``. For one hea
 rows ``R`` of ``Q`` and of ``K``, and under a causal mask only ``n_p (n_p + 1) / 2`` of the
 pairs ``R x R`` are scores (for any set ``R``: each row sees the rows of ``R`` up to itself).
 If it computes ``F_h`` scores of head ``h`` from the query rows ``A`` and key rows ``B`` it
-held, ``x = |A \ R|`` and ``y = |B \ R|`` of them received, then those scores lie in
-``(A n R) x (B n R)``, in ``(A \ R) x B`` or in ``(A n R) x (B \ R)``::
+held, ``x = |A - R|`` and ``y = |B - R|`` of them received, then those scores lie in
+``(A n R) x (B n R)``, in ``(A - R) x B`` or in ``(A n R) x (B - R)``::
 
     F_h <= n (n + 1) / 2 + x (n + y) + n y = (n + x)(n + y) - c,   c = n (n - 1) / 2
 
 (the right side grows with ``n_p``, so ``n`` may replace it). So ``(n + x)(n + y) >= F_h + c``
 and it receives ``d (x + y) >= 2d (sqrt(F_h + c) - n)^+`` words of head ``h``: the first bound
-with ``F_h + c`` for ``F_h``. Minimised over the spreads as there (``x_h = F_h + c`` at most
+with ``F_h + c`` for ``F_h``. Minimised over the spreads as there (``G_h = F_h + c`` at most
 ``Z + c``, summing to ``F + H c``)::
 
     received >= 2d ( k (sqrt(Z + c) - n) + sqrt(n^2 + r) - n ),
