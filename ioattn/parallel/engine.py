@@ -15,6 +15,11 @@ Two ways to start it:
   ``usp``): one run on random inputs; rank 0 prints the counted words beside the
   closed form. The same command runs across machines with MPICH's ``mpiexec -n P -hosts a,b``.
 
+With ``--M`` (``M=`` of :func:`ioattn.parallel.run`), each rank of ``ring``, ``striped``,
+``zigzag`` and ``all_gather`` attends through a :class:`~ioattn.parallel.two_level.Processor`, its
+own cache of ``M`` entries over its memory, and reports the entries between them beside its words.
+Head groups x grid (:func:`usp_grid`) runs :func:`grid` on the ranks that share the heads.
+
 Zigzag ring attention is :func:`ring` and :func:`ring_backward` on the zigzag layout (the rows
 of the two chunks of each processor, :func:`~ioattn.parallel.layout.rows`): the causal mask is
 applied by the global row indices, so the same code computes exactly the scores it keeps.

@@ -102,3 +102,14 @@ def test_run_takes_the_schemes_and_the_usp_shape():
         parallel.run("usp", Q, K, V, P=4, grid=(4, 1))
     with pytest.raises(ValueError, match="'all_gather' has no backward pass"):
         parallel.run("all_gather", Q, K, V, P=2, backward=True, dO=dO)
+
+
+def test_the_engine_command_takes_the_usp_grid_shape():
+    done = subprocess.run([mpiexec(), "-n", "4", sys.executable, "-m", "ioattn.parallel.engine",
+                           "usp_grid", "--N", "22", "--d", "4", "--heads", "2", "--grid",
+                           "2x1x2", "--causal"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "usp_grid on 4 processes, N=22, d=4, H=2, causal"
+    assert [line.split()[-1] for line in lines[2:6]] == ["True"] * 4
+    assert float(lines[-1].split()[-1]) < 1e-10

@@ -65,3 +65,19 @@ def test_run_rejects_a_cache_it_cannot_count():
         parallel.run("grid", Q, Q, Q, P=2, M=100)
     with pytest.raises(ValueError, match="at least 4d \\+ 4 = 20"):
         parallel.run("ring", Q, Q, Q, P=2, M=19)
+
+
+def test_the_engine_command_takes_a_cache():
+    import subprocess
+    import sys
+
+    from ioattn.parallel.launch import mpiexec
+
+    done = subprocess.run([mpiexec(), "-n", "2", sys.executable, "-m", "ioattn.parallel.engine",
+                           "zigzag", "--N", "21", "--d", "4", "--causal", "--M", "40"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    cache = [line for line in lines if "cache reads" in line]
+    assert len(cache) == 2 and all(line.endswith("closed form equal True") for line in cache)
+    assert float(lines[-1].split()[-1]) < 1e-10
