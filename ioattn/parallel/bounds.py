@@ -32,6 +32,28 @@ of ``v``: it receives at least ``d ((a - n)^+ + 2 (b - n)^+) >= d (2 sqrt(2 F_h)
 with ``t`` in place of ``n`` and ``2 sqrt(2) d`` in place of ``2d``. For one head it is about
 ``2 sqrt(2) dN / sqrt(P)``, ``sqrt(2)`` times the first.
 
+*Own rows under a causal mask* (:func:`own_rows`). A processor starts with the same ``n_p <= n``
+rows ``R`` of ``Q`` and of ``K``, and under a causal mask only ``n_p (n_p + 1) / 2`` of the
+pairs ``R x R`` are scores (for any set ``R``: each row sees the rows of ``R`` up to itself).
+If it computes ``F_h`` scores of head ``h`` from the query rows ``A`` and key rows ``B`` it
+held, ``x = |A - R|`` and ``y = |B - R|`` of them received, then those scores lie in
+``(A n R) x (B n R)``, in ``(A - R) x B`` or in ``(A n R) x (B - R)``::
+
+    F_h <= n (n + 1) / 2 + x (n + y) + n y = (n + x)(n + y) - c,   c = n (n - 1) / 2
+
+(the right side grows with ``n_p``, so ``n`` may replace it). So ``(n + x)(n + y) >= F_h + c``
+and it receives ``d (x + y) >= 2d (sqrt(F_h + c) - n)^+`` words of head ``h``: the first bound
+with ``F_h + c`` for ``F_h``. Minimised over the spreads as there (``G_h = F_h + c`` at most
+``Z + c``, summing to ``F + H c``)::
+
+    received >= 2d ( k (sqrt(Z + c) - n) + sqrt(n^2 + r) - n ),
+    E = F + H c - H n^2,  k = floor(E / (Z + c - n^2)),  r = E - k (Z + c - n^2),
+
+and under (A_V) the bound with the values with ``F_h + c`` likewise. Without a mask ``c = 0``
+and these are the first two bounds. For one head at ``P = 2`` it is about ``0.22 dN`` where
+the first is about ``d / 2``: the first lets the busiest processor compute ``N^2 / 4`` scores
+from its own ``N / 2`` rows, which a causal mask does not allow.
+
 *Memory-dependent* (:func:`memory_dependent`). If the processor never holds more than ``S``
 words of its counted memory, and at most ``M`` entries of ``Q`` and ``K`` outside it (in its
 cache; ``M = 0`` for a cache that only holds copies of words in the memory), cut its run after
@@ -67,8 +89,8 @@ from .._validate import as_count
 from ..algorithms.base import ceil_div
 from .costs import as_flag
 
-__all__ = ["busiest_scores", "lower_bound", "memory_dependent", "memory_independent", "scores",
-           "with_values"]
+__all__ = ["busiest_scores", "lower_bound", "memory_dependent", "memory_independent", "own_rows",
+           "scores", "with_values"]
 
 
 def scores(N: int, causal: bool = False) -> int:
@@ -132,6 +154,30 @@ def with_values(N: int, d: int, P: int, *, heads: int = 1, causal: bool = False)
                                          Fraction(9 * n * n, 8))
 
 
+def own_rows(N: int, d: int, P: int, *, heads: int = 1, causal: bool = False,
+             values: bool = False) -> float:
+    """Words the busiest processor receives, whatever its memory, counting that a causal mask
+    leaves only ``n (n + 1) / 2`` scores among the ``n`` rows it starts with (module
+    docstring): :func:`memory_independent` (with ``values``, :func:`with_values`) with
+    ``F + H c`` and ``Z + c`` for ``F`` and ``Z``, ``c = n (n - 1) / 2``; without a mask those
+    bounds themselves.
+
+    >>> own_rows(4096, 64, 2, causal=True) > 0.22 * 64 * 4096 > memory_independent(
+    ...     4096, 64, 2, causal=True)
+    True
+    >>> own_rows(4096, 64, 16) == memory_independent(4096, 64, 16)
+    True
+    """
+    N, d, P, H, causal = _args(N, d, P, heads, causal)
+    values = as_flag(values, "values")
+    n = ceil_div(N, P)
+    c = n * (n - 1) // 2 if causal else 0
+    F, Z = busiest_scores(N, P, H, causal) + H * c, scores(N, causal) + c
+    if values:
+        return 2.0 * sqrt(2.0) * d * _vertex(F, H, Z, Fraction(9 * n * n, 8))
+    return 2.0 * d * _vertex(F, H, Z, Fraction(n * n))
+
+
 def memory_dependent(N: int, d: int, P: int, S: int, *, M: int = 0, heads: int = 1,
                      causal: bool = False) -> float:
     """Words the busiest processor receives when no processor holds more than ``S`` words of
@@ -149,12 +195,15 @@ def memory_dependent(N: int, d: int, P: int, S: int, *, M: int = 0, heads: int =
 
 def lower_bound(N: int, d: int, P: int, S: int | None = None, *, M: int = 0, heads: int = 1,
                 causal: bool = False, values: bool = False) -> float:
-    """The largest of the bounds that apply: :func:`memory_independent`, with ``values`` also
-    :func:`with_values` (under (A_V)), and :func:`memory_dependent` when ``S`` is given."""
+    """The largest of the bounds that apply: :func:`memory_independent` and :func:`own_rows`,
+    with ``values`` also :func:`with_values` and :func:`own_rows` with the values (under
+    (A_V)), and :func:`memory_dependent` when ``S`` is given."""
     values = as_flag(values, "values")
-    bound = memory_independent(N, d, P, heads=heads, causal=causal)
+    bound = max(memory_independent(N, d, P, heads=heads, causal=causal),
+                own_rows(N, d, P, heads=heads, causal=causal))
     if values:
-        bound = max(bound, with_values(N, d, P, heads=heads, causal=causal))
+        bound = max(bound, with_values(N, d, P, heads=heads, causal=causal),
+                    own_rows(N, d, P, heads=heads, causal=causal, values=True))
     if S is not None:
         bound = max(bound, memory_dependent(N, d, P, S, M=M, heads=heads, causal=causal))
     return bound

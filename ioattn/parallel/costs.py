@@ -105,6 +105,28 @@ group ``r`` holds chunks ``r`` and ``2P_r - 1 - r`` of ``2P_r``, its processor `
 formulas with these ``n_p`` and ``N_r``; at ``P_r = 1`` all-to-all's counts, at ``P_u = 1``
 zigzag ring attention's words, messages and work.
 
+``"usp_grid"`` -- head groups x grid: USP with the grid scheme in place of the ring, on
+``P = P_u P_a P_b`` processors (``grid = (P_u, P_a, P_b)``; from ``(P_u, P_r)``, default
+:func:`~.layout.usp_shape`, the groups take the grid :func:`~.layout.grid_shape` ``(P_r, d)``),
+contiguous rows, ``p = r P_u + u`` with ``r = a P_b + b``. The all-to-all within group ``r``
+gives ``p`` the group's ``N_r`` rows of its ``h_u`` heads; the ``P_r = P_a P_b`` processors with
+the same ``u`` run the grid scheme on those heads with the groups in its places (query block
+``N_a`` the rows of the groups ``a P_b + c``, key block ``N^b`` those of the groups
+``a' P_b + b``); the second all-to-all returns the rows of ``O``::
+
+    sent_p = 3d n_p (H - h_u) + d h_u (N_r - n_p)
+             + d h_u N_r (P_b - 1) + 2d h_u N_r (P_a - 1) + (d + 1) h_u (N_a - N_r),
+    received_p = 3d h_u (N_r - n_p) + d n_p (H - h_u)
+                 + d h_u (N_a - N_r) + 2d h_u (N^b - N_r) + (d + 1) h_u N_r (P_b - 1),
+    messages_p = 2 (P_u - 1) + 2 (P_b - 1) + (P_a - 1).
+
+At ``P_u = 1`` these are the grid's words, messages and work, at ``P_a = P_b = 1``
+all-to-all's. Its memory holds, beside the ``3dH n_p`` of its share, the pieces of the first
+all-to-all copied into the group's ``Q_r`` and ``K_r, V_r`` (``3d h_u (2N_r - n_p)``), then
+the grid's buffers on them (``3d h_u N_r`` plus the grid's ``max(compute, merge)`` with
+``N_r`` and ``h_u``), then ``O_r`` cut into the pieces it returns (``2d h_u N_r``), then the
+rows of ``O`` arriving (``d h_u N_r + dH n_p``): the largest of the four.
+
 References
 ----------
 .. [RING] H. Liu, M. Zaharia, P. Abbeel, "Ring attention with blockwise transformers for
@@ -129,6 +151,7 @@ import numpy as np
 
 from .._validate import as_count, as_flag
 from .layout import grid_shape, group_sizes, offsets, shares, sizes, usp_shape
+from .two_level import cache_io, check_M
 
 __all__ = ["ALGORITHMS", "BACKWARD", "NAMES", "RINGS", "SCHEMES", "WITH_BACKWARD",
            "ParallelCost", "as_flag", "check", "cost", "pairs", "step_words", "sweep"]
@@ -138,8 +161,8 @@ ALGORITHMS = ("ring", "striped", "all_to_all", "grid")
 #: Those with a backward pass.
 BACKWARD = ("ring", "striped")
 #: The schemes run in practice: zigzag ring, all-gather of K, V, Ulysses x ring (and x zigzag
-#: ring).
-SCHEMES = ("zigzag", "all_gather", "usp", "usp_zigzag")
+#: ring), and head groups x grid.
+SCHEMES = ("zigzag", "all_gather", "usp", "usp_zigzag", "usp_grid")
 #: Every algorithm :func:`cost` and the MPI runs know.
 NAMES = ALGORITHMS + SCHEMES
 #: Every algorithm with a backward pass.
@@ -147,9 +170,10 @@ WITH_BACKWARD = BACKWARD + ("zigzag",)
 #: The layout of the rows each algorithm uses.
 LAYOUT = {"ring": "contiguous", "striped": "striped", "all_to_all": "contiguous",
           "grid": "contiguous", "zigzag": "zigzag", "all_gather": "zigzag", "usp": "contiguous",
-          "usp_zigzag": "zigzag"}
-#: The algorithms whose ``grid=`` option is a shape of the processors: (P_r, P_c), (P_u, P_r).
-SHAPED = ("grid", "usp", "usp_zigzag")
+          "usp_zigzag": "zigzag", "usp_grid": "contiguous"}
+#: The algorithms whose ``grid=`` option is a shape of the processors: (P_r, P_c), (P_u, P_r),
+#: (P_u, P_a, P_b).
+SHAPED = ("grid", "usp", "usp_zigzag", "usp_grid")
 
 
 @dataclass(frozen=True, eq=False)
@@ -175,6 +199,23 @@ class ParallelCost:
     messages: np.ndarray
     memory: np.ndarray
     work: np.ndarray
+    #: The cache of each processor (:mod:`~ioattn.parallel.two_level`), or None.
+    M: int | None = None
+    #: Entries each processor's cache reads from its memory and writes to it (with ``M``).
+    cache_reads: np.ndarray | None = None
+    cache_writes: np.ndarray | None = None
+
+    @property
+    def cache_io(self) -> np.ndarray:
+        """Entries moved between each processor's memory and its cache (``M`` given)."""
+        if self.M is None:
+            raise ValueError("no cache was counted: pass M= to cost (or to run)")
+        return self.cache_reads + self.cache_writes
+
+    @property
+    def max_cache_io(self) -> int:
+        """The most entries one processor moves between its memory and its cache."""
+        return int(self.cache_io.max())
 
     @property
     def traffic(self) -> np.ndarray:
@@ -223,8 +264,10 @@ class ParallelCost:
         return all(np.array_equal(getattr(self, f), getattr(other, f)) for f in
                    ("sent", "received", "messages", "memory", "work")) and \
             (self.name, self.N, self.d, self.P, self.heads, self.causal, self.backward,
-             self.grid) == (other.name, other.N, other.d, other.P, other.heads, other.causal,
-                            other.backward, other.grid)
+             self.grid, self.M) == (other.name, other.N, other.d, other.P, other.heads,
+                                    other.causal, other.backward, other.grid, other.M) and \
+            (self.M is None or (np.array_equal(self.cache_reads, other.cache_reads)
+                                and np.array_equal(self.cache_writes, other.cache_writes)))
 
     __hash__ = None
 
@@ -252,8 +295,11 @@ def check(name: str, N: int, d: int, P: int, heads: int = 1, backward: bool = Fa
     return N, d, P, heads, grid
 
 
-def _shape(name: str, grid, P: int, d: int, heads: int) -> tuple[int, int]:
-    """The processor shape of ``"grid"`` ``(P_r, P_c)`` or of USP ``(P_u, P_r)``, checked."""
+def _shape(name: str, grid, P: int, d: int, heads: int) -> tuple[int, ...]:
+    """The processor shape of ``"grid"`` ``(P_r, P_c)``, of USP ``(P_u, P_r)`` or of
+    ``"usp_grid"`` ``(P_u, P_a, P_b)``, checked."""
+    if name == "usp_grid":
+        return _usp_grid_shape(grid, P, d, heads)
     pair = "(P_r, P_c)" if name == "grid" else "(P_u, P_r)"
     if grid is None:
         grid = grid_shape(P, d) if name == "grid" else usp_shape(P, heads)
@@ -267,6 +313,33 @@ def _shape(name: str, grid, P: int, d: int, heads: int) -> tuple[int, int]:
         raise ValueError(f"{name} splits the heads among P_u = {a} processors, so it needs "
                          f"heads >= P_u; got heads = {heads}")
     return a, b
+
+
+def _usp_grid_shape(grid, P: int, d: int, heads: int) -> tuple[int, int, int]:
+    """``(P_u, P_a, P_b)`` of ``"usp_grid"``: given, or from ``(P_u, P_r)`` (default
+    :func:`~.layout.usp_shape`) with the grid :func:`~.layout.grid_shape` ``(P_r, d)``."""
+    if grid is None:
+        grid = usp_shape(P, heads)
+    what = "grid must be (P_u, P_r) or (P_u, P_a, P_b)"
+    try:
+        sides = [as_count(g, "grid side") for g in grid]
+    except TypeError:
+        raise TypeError(f"{what}, got {grid!r}") from None
+    if len(sides) not in (2, 3):
+        raise ValueError(f"{what}, got {grid!r}")
+    if len(sides) == 2:             # (P_u, P_r): the groups in the grid of least traffic
+        if sides[0] * sides[1] != P:
+            raise ValueError(f"a {sides[0]} x {sides[1]} shape has {sides[0] * sides[1]} "
+                             f"processors, not P = {P}")
+        sides = [sides[0], *grid_shape(sides[1], d)]
+    P_u, P_a, P_b = sides
+    if P_u * P_a * P_b != P:
+        raise ValueError(f"a {' x '.join(map(str, sides))} shape has {P_u * P_a * P_b} "
+                         f"processors, not P = {P}")
+    if heads < P_u:
+        raise ValueError(f"usp_grid splits the heads among P_u = {P_u} processors, so it needs "
+                         f"heads >= P_u; got heads = {heads}")
+    return P_u, P_a, P_b
 
 
 def pairs(qrows, krows, causal: bool) -> int:
@@ -298,7 +371,7 @@ def _striped_pairs(n_q: int, n_k: int, q: int, k: int, causal: bool) -> int:
 
 
 def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = False,
-         backward: bool = False, grid=None) -> ParallelCost:
+         backward: bool = False, grid=None, M: int | None = None) -> ParallelCost:
     """The exact words, messages, memory and work of ``name`` on ``P`` processors.
 
     Parameters
@@ -319,6 +392,11 @@ def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = Fa
         ``(P_r, P_c)`` for ``"grid"``, default :func:`~.layout.grid_shape` ``(P, d)``;
         ``(P_u, P_r)`` for ``"usp"`` and ``"usp_zigzag"``, default :func:`~.layout.usp_shape`
         ``(P, heads)``.
+    M : int, optional
+        A cache of ``M`` entries in every processor: also count the entries between each
+        processor's memory and its cache, FlashAttention-2 on every step's block
+        (:mod:`~ioattn.parallel.two_level`; forward ``"ring"``, ``"striped"``, ``"zigzag"`` and
+        ``"all_gather"``, ``M >= 4d + 4``).
 
     Returns
     -------
@@ -334,6 +412,8 @@ def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = Fa
     """
     N, d, P, H, grid = check(name, N, d, P, heads, backward, grid)
     causal = as_flag(causal, "causal")
+    if M is not None:
+        M = check_M(name, d, M, backward)
     dtype = _dtype(N, d, H)
     if name in ("ring", "striped"):
         parts = _ring(shares(N, P).astype(dtype), N, d, P, H, causal, backward,
@@ -348,13 +428,20 @@ def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = Fa
     elif name == "usp_zigzag":
         parts = _usp([int(x) for x in group_sizes(N, grid)], N, d, P, H, causal, grid,
                      chunks=[int(x) for x in shares(N, 2 * grid[1])])
+    elif name == "usp_grid":
+        parts = _usp_grid([int(x) for x in shares(N, P)], N, d, P, H, causal, grid)
     elif name == "all_to_all":
         parts = _all_to_all([int(x) for x in shares(N, P)], N, d, P, H, causal)
     else:
         parts = _grid([int(x) for x in shares(N, P)], N, d, P, H, causal, grid)
     sent, received, messages, memory, work = (np.asarray(x, dtype) for x in parts)
+    cache = (None, None)
+    if M is not None:
+        cache = cache_io(name, N, d, P, M, heads=H, causal=causal)
+        wide = max(map(max, cache)) >= _INT64_SAFE      # beyond int64: Python ints
+        cache = tuple(np.asarray(x, object if wide else np.int64) for x in cache)
     return ParallelCost(name, N, d, P, H, causal, backward, grid, sent, received, messages,
-                        memory, work.reshape(P, -1))
+                        memory, work.reshape(P, -1), M, *cache)
 
 
 #: Below this every count fits an int64 with room to spare (a sum of two of them still fits).
@@ -480,6 +567,39 @@ def _group_pairs(N_g, chunks, r, j, causal) -> int:
     last = len(chunks) - 1
     return sum(_contiguous_pairs(chunks[a], chunks[b], a, b, causal)
                for a in (r, last - r) for b in (j, last - j))
+
+
+def _usp_grid(n, N, d, P, H, causal, grid):
+    """Head groups x grid (module docstring): ``grid = (P_u, P_a, P_b)``, ``p = r P_u + u``,
+    ``r = a P_b + b``; the grid scheme's counts on the groups, with ``N_r`` for ``n_p`` and the
+    ``h_u`` heads, beside USP's two all-to-alls."""
+    P_u, P_a, P_b = grid
+    h = [int(x) for x in shares(H, P_u)]
+    N_g = [sum(n[r * P_u: (r + 1) * P_u]) for r in range(P_a * P_b)]      # N_r
+    sent, received, memory, work = [], [], [], []
+    for p in range(P):
+        r, u = divmod(p, P_u)
+        a, b = divmod(r, P_b)
+        hu, Nr = h[u], N_g[r]
+        qs = [a * P_b + c for c in range(P_b)]                  # the groups of query block a
+        ks = [g * P_b + b for g in range(P_a)]                  # the groups of key block b
+        N_a, N_b = sum(N_g[q] for q in qs), sum(N_g[k] for k in ks)
+        sent.append(3 * d * n[p] * (H - hu) + d * hu * (Nr - n[p])
+                    + d * hu * Nr * (P_b - 1) + 2 * d * hu * Nr * (P_a - 1)
+                    + (d + 1) * hu * (N_a - Nr))
+        received.append(3 * d * hu * (Nr - n[p]) + d * n[p] * (H - hu)
+                        + d * hu * (N_a - Nr) + 2 * d * hu * (N_b - Nr)
+                        + (d + 1) * hu * Nr * (P_b - 1))
+        compute = d * hu * (N_a - Nr) + 2 * d * hu * (N_b - Nr) + (d + 3) * hu * N_a
+        merge = (d + 1) * hu * N_a + (d + 1) * hu * Nr * (P_b - 1) + d * hu * Nr
+        memory.append(3 * d * H * n[p] + max(
+            6 * d * hu * Nr - 3 * d * hu * n[p],            # the pieces, copied to Q_r, K_r, V_r
+            3 * d * hu * Nr + max(compute, merge),          # the grid on them
+            2 * d * hu * Nr,                                # O_r cut into the pieces to return
+            d * hu * Nr + d * H * n[p]))                    # the rows of O arriving
+        work.append([hu * sum(_contiguous_pairs(N_g[q], N_g[k], q, k, causal)
+                              for q in qs for k in ks)])
+    return sent, received, [2 * (P_u - 1) + 2 * (P_b - 1) + (P_a - 1)] * P, memory, work
 
 
 def _all_to_all(n, N, d, P, H, causal):

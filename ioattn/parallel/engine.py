@@ -15,6 +15,11 @@ Two ways to start it:
   ``usp``): one run on random inputs; rank 0 prints the counted words beside the
   closed form. The same command runs across machines with MPICH's ``mpiexec -n P -hosts a,b``.
 
+With ``--M`` (``M=`` of :func:`ioattn.parallel.run`), each rank of ``ring``, ``striped``,
+``zigzag`` and ``all_gather`` attends through a :class:`~ioattn.parallel.two_level.Processor`, its
+own cache of ``M`` entries over its memory, and reports the entries between them beside its words.
+Head groups x grid (:func:`usp_grid`) runs :func:`grid` on the ranks that share the heads.
+
 Zigzag ring attention is :func:`ring` and :func:`ring_backward` on the zigzag layout (the rows
 of the two chunks of each processor, :func:`~ioattn.parallel.layout.rows`): the causal mask is
 applied by the global row indices, so the same code computes exactly the scores it keeps.
@@ -37,9 +42,10 @@ from .costs import LAYOUT, check, cost
 from .counted import Counted
 from .layout import group_rows, offsets, rows
 from .reference import attention, attention_backward
+from .two_level import Processor, check_M, key_steps
 
 __all__ = ["ERROR", "all_gather", "all_to_all", "grid", "main", "ring", "ring_backward",
-           "run_job", "usp"]
+           "run_job", "usp", "usp_grid"]
 
 #: How a failing rank marks its error on stderr, for :func:`ioattn.parallel.launch.launch`.
 ERROR = "ioattn-parallel-error:"
@@ -89,9 +95,11 @@ def _finish(O, m, l) -> None:
 
 
 # -- the algorithms: what rank p runs ----------------------------------------------------------
-def ring(cc: Counted, Q, KV, rows_of, causal: bool, scale: float):
+def ring(cc: Counted, Q, KV, rows_of, causal: bool, scale: float, local=None):
     """Ring attention, forward (:mod:`~ioattn.parallel.costs`): ``K_j, V_j`` travel round the
-    ring in one message per step, sent while the held block is used. Returns ``O_p, L_p``."""
+    ring in one message per step, sent while the held block is used. Returns ``O_p, L_p``
+    (``O_p`` only with ``local``, a :class:`~ioattn.parallel.two_level.Processor` through whose
+    cache each step's block is attended)."""
     p, P = cc.rank, cc.size
     H, n, d = Q.shape
     O = cc.hold("O", np.zeros((H, n, d)))
@@ -105,13 +113,19 @@ def ring(cc: Counted, Q, KV, rows_of, causal: bool, scale: float):
             nxt_name = f"block {s + 1}"
             nxt = cc.hold(nxt_name, np.empty((2, H, len(rows_of[(j - 1) % P]), d)))
             handle = cc.start([((p + 1) % P, cur)], [((p - 1) % P, nxt)])
-        cc.work.append(_attend(Q, cur[0], cur[1], rows_of[p], rows_of[j], causal, scale, O, m, l))
+        if local is None:
+            cc.work.append(_attend(Q, cur[0], cur[1], rows_of[p], rows_of[j], causal, scale, O,
+                                   m, l))
+        else:
+            cc.work.append(local.step(s, cur[0], cur[1]))
         if handle is not None:
             cc.wait(handle)
         if cur_name is not None:
             cc.drop(cur_name)
         if s < P - 1:
             cur, cur_name = nxt, nxt_name
+    if local is not None:
+        return (local.output(),)
     _finish(O, m, l)
     return O, m
 
@@ -192,11 +206,14 @@ def all_to_all(cc: Counted, QKV, N: int, rows_of, causal: bool, scale: float):
     return O
 
 
-def grid(cc: Counted, Q, KV, rows_of, shape, causal: bool, scale: float):
+def grid(cc: Counted, Q, KV, rows_of, shape, causal: bool, scale: float, ranks=None):
     """The two-dimensional scheme on a ``P_r x P_c`` grid, rank ``p = a P_c + b``: gather the
     query block along grid row ``a`` and the key block along grid column ``b``, attend, then a
-    reduce-scatter along the row merges the partial ``(O, L)`` by log-sum-exp."""
-    p = cc.rank
+    reduce-scatter along the row merges the partial ``(O, L)`` by log-sum-exp. ``ranks``, when
+    given, are the MPI ranks of the grid's places (the grids of ``"usp_grid"``); ``rows_of``
+    the rows of each place."""
+    at = list(range(cc.size)) if ranks is None else list(ranks)
+    p = at.index(cc.rank)
     P_r, P_c = shape
     a, b = divmod(p, P_c)
     H, n, d = Q.shape
@@ -206,11 +223,13 @@ def grid(cc: Counted, Q, KV, rows_of, shape, causal: bool, scale: float):
     for q in row:
         if q != p:
             Qs[q] = cc.hold(f"Q {q}", np.empty((H, len(rows_of[q]), d)))
-    cc.exchange([(q, Q) for q in row if q != p], [(q, Qs[q]) for q in row if q != p], tag=1)
+    cc.exchange([(at[q], Q) for q in row if q != p], [(at[q], Qs[q]) for q in row if q != p],
+                tag=1)
     for k in col:
         if k != p:
             KVs[k] = cc.hold(f"KV {k}", np.empty((2, H, len(rows_of[k]), d)))
-    cc.exchange([(k, KV) for k in col if k != p], [(k, KVs[k]) for k in col if k != p], tag=2)
+    cc.exchange([(at[k], KV) for k in col if k != p],
+                [(at[k], KVs[k]) for k in col if k != p], tag=2)
     parts, work = {}, 0
     for q in row:                                  # partial (O, L) of chunk q, L in column d
         parts[q] = cc.hold(f"part {q}", np.zeros((H, len(rows_of[q]), d + 1)))
@@ -230,8 +249,8 @@ def grid(cc: Counted, Q, KV, rows_of, shape, causal: bool, scale: float):
     for q in row:
         if q != p:
             got[q] = cc.hold(f"from {q}", np.empty((H, n, d + 1)))
-    cc.exchange([(q, parts[q]) for q in row if q != p], [(q, got[q]) for q in row if q != p],
-                tag=3)
+    cc.exchange([(at[q], parts[q]) for q in row if q != p],
+                [(at[q], got[q]) for q in row if q != p], tag=3)
     L = np.logaddexp.reduce(np.stack([got[q][..., d] for q in row]), axis=0)
     O = cc.hold("O", np.zeros((H, n, d)))
     with np.errstate(invalid="ignore"):
@@ -240,10 +259,11 @@ def grid(cc: Counted, Q, KV, rows_of, shape, causal: bool, scale: float):
     return O
 
 
-def all_gather(cc: Counted, Q, KV, rows_of, causal: bool, scale: float):
+def all_gather(cc: Counted, Q, KV, rows_of, causal: bool, scale: float, local=None):
     """All-gather of ``K, V`` [LLAMA3]: rank ``p`` sends ``K_p, V_p`` to every other rank in one
     message each, then attends ``Q_p`` to every block (the whole of ``K, V`` held). Returns
-    ``O_p, L_p``.
+    ``O_p, L_p`` (``O_p`` only with ``local``, which attends ``Q_p`` to all the blocks in one
+    FlashAttention run through its cache).
 
     References
     ----------
@@ -260,6 +280,11 @@ def all_gather(cc: Counted, Q, KV, rows_of, causal: bool, scale: float):
     O = cc.hold("O", np.zeros((H, n, d)))
     m = cc.hold("m", np.full((H, n), -np.inf))
     l = cc.hold("l", np.zeros((H, n)))
+    if local is not None:
+        every = np.concatenate([blocks[q] for q in range(P)], axis=2)   # the held words again
+        cc.work.append(local.step(0, every[0], every[1]))
+        cc.drop(*(f"K, V {q}" for q in peers))
+        return (local.output(),)
     cc.work.append(sum(_attend(Q, blocks[q][0], blocks[q][1], rows_of[p], rows_of[q], causal,
                                scale, O, m, l) for q in range(P)))
     cc.drop(*(f"K, V {q}" for q in peers))
@@ -324,6 +349,51 @@ def usp(cc: Counted, QKV, N: int, rows_of, shape, causal: bool, scale: float):
     return O
 
 
+def usp_grid(cc: Counted, QKV, N: int, rows_of, shape, causal: bool, scale: float):
+    """Head groups x grid on ``P_u x P_a x P_b`` ranks, ``p = r P_u + u`` (``r = a P_b + b``),
+    contiguous rows: the all-to-all of USP within group ``r`` gives rank ``p`` the group's rows
+    of its heads; the ``P_r = P_a P_b`` ranks with the same ``u`` run :func:`grid` on their
+    heads, the groups' rows in the places of a ``P_a x P_b`` grid; a second all-to-all returns
+    the rows of ``O``. ``QKV`` is this rank's ``H x 3 x n_p x d`` share."""
+    p = cc.rank
+    P_u, P_a, P_b = shape
+    P_r = P_a * P_b
+    r, u = divmod(p, P_u)
+    H, _, n, d = QKV.shape
+    ho = offsets(H, P_u)
+    h = ho[u + 1] - ho[u]
+    group = [r * P_u + v for v in range(P_u)]
+    peers = [q for q in group if q != p]
+    pieces = {p: QKV[ho[u]:ho[u + 1]]}
+    for q in peers:
+        pieces[q] = cc.hold(f"in {q}", np.empty((h, 3, len(rows_of[q]), d)))
+    cc.exchange([(q, QKV[ho[q % P_u]:ho[q % P_u + 1]]) for q in peers],
+                [(q, pieces[q]) for q in peers])
+    block_rows = [np.concatenate([rows_of[g * P_u + v] for v in range(P_u)]) for g in range(P_r)]
+    at = np.cumsum([0] + [len(rows_of[q]) for q in group])
+    views = {q: slice(at[v], at[v + 1]) for v, q in enumerate(group)}
+    N_r = len(block_rows[r])
+    Q_r = cc.hold("Q_r", np.empty((h, N_r, d)))
+    KV_r = cc.hold("K_r, V_r", np.empty((2, h, N_r, d)))
+    for q in group:
+        Q_r[:, views[q]] = pieces[q][:, 0]
+        KV_r[:, :, views[q]] = pieces[q][:, 1:3].transpose(1, 0, 2, 3)
+    cc.drop(*(f"in {q}" for q in peers))
+    O_r = grid(cc, Q_r, KV_r, block_rows, (P_a, P_b), causal, scale,
+               ranks=[g * P_u + u for g in range(P_r)])
+    a = r // P_b
+    row = [a * P_b + c for c in range(P_b)]
+    cc.drop("Q_r", "K_r, V_r", *(f"part {q}" for q in row),
+            *(f"from {q}" for q in row if q != r))
+    out = {q: cc.hold(f"O {q}", np.ascontiguousarray(O_r[:, views[q]])) for q in group}
+    cc.drop("O")
+    O = cc.hold("O", np.empty((H, n, d)))
+    O[ho[u]:ho[u + 1]] = out[p]
+    cc.exchange([(q, out[q]) for q in peers],
+                [(q, O[ho[q % P_u]:ho[q % P_u + 1]]) for q in peers], tag=4)
+    return O
+
+
 def _usp_ring(cc: Counted, cur, block_rows, P_u: int, r: int, u: int, fold) -> None:
     """The ring of USP over the ``P_r`` groups, on the ranks ``g P_u + u``: at step ``s`` fold
     the block of group ``j = r - s`` (``fold(K, V, rows)``) while the next one arrives."""
@@ -372,16 +442,27 @@ def run_job(job: dict, comm) -> dict | None:
     rows_of = group_rows(N, shape) if name == "usp_zigzag" else rows(N, P, LAYOUT[name])
     mine = rows_of[p]
     cc = Counted(comm)
+    M = job.get("M")
+    local = None
+    if M is not None:
+        M = check_M(name, d, M, backward)
+        _, ksteps = key_steps(name, N, P)
+        local = Processor(M, np.ascontiguousarray(full["Q"][:, mine]), mine, ksteps[p], causal,
+                          scale)
 
     def take(x):
         return np.ascontiguousarray(x[:, mine])
 
-    if name in ("all_to_all", "usp", "usp_zigzag"):
+    if name in ("all_to_all", "usp", "usp_zigzag", "usp_grid"):
         QKV = cc.hold("Q, K, V", np.ascontiguousarray(
             np.stack([full["Q"], full["K"], full["V"]], axis=1)[:, :, mine]))
         comm.Barrier()
-        out = (all_to_all(cc, QKV, N, rows_of, causal, scale) if name == "all_to_all" else
-               usp(cc, QKV, N, rows_of, shape, causal, scale),)
+        if name == "all_to_all":
+            out = (all_to_all(cc, QKV, N, rows_of, causal, scale),)
+        elif name == "usp_grid":
+            out = (usp_grid(cc, QKV, N, rows_of, shape, causal, scale),)
+        else:
+            out = (usp(cc, QKV, N, rows_of, shape, causal, scale),)
     else:
         Q = cc.hold("Q", take(full["Q"]))
         KV = cc.hold("K, V", np.ascontiguousarray(np.stack([take(full["K"]), take(full["V"])])))
@@ -396,12 +477,15 @@ def run_job(job: dict, comm) -> dict | None:
             out = (grid(cc, Q, KV, rows_of, shape, causal, scale),)
         elif name == "all_gather":
             comm.Barrier()
-            out = all_gather(cc, Q, KV, rows_of, causal, scale)[:1]
+            out = all_gather(cc, Q, KV, rows_of, causal, scale, local)[:1]
         else:
             comm.Barrier()
-            out = ring(cc, Q, KV, rows_of, causal, scale)[:1]
+            out = ring(cc, Q, KV, rows_of, causal, scale, local)[:1]
     # verification, outside the counted communicator
-    counts = comm.gather(cc.totals(), root=0)
+    totals = cc.totals()
+    if local is not None:
+        totals.update(cache_reads=local.reads, cache_writes=local.writes)
+    counts = comm.gather(totals, root=0)
     gathered = comm.gather([np.asarray(x) for x in out], root=0)
     if p != 0:
         return None
@@ -417,12 +501,14 @@ def run_job(job: dict, comm) -> dict | None:
     else:
         want = (attention(full["Q"], full["K"], full["V"], causal=causal, scale=scale)[0],)
     error = max(float(np.max(np.abs(g - w))) for g, w in zip(results, want))
-    closed = cost(name, N, d, P, heads=H, causal=causal, backward=backward, grid=shape)
+    closed = cost(name, N, d, P, heads=H, causal=causal, backward=backward, grid=shape, M=M)
     steps = closed.work.shape[1]
-    counted = {k: [c[k] for c in counts] for k in ("sent", "received", "messages", "memory")}
+    keys = ("sent", "received", "messages", "memory") + (() if M is None else
+                                                          ("cache_reads", "cache_writes"))
+    counted = {k: [c[k] for c in counts] for k in keys}
     counted["work"] = [c["work"] + [0] * (steps - len(c["work"])) for c in counts]
     return {"id": job.get("id"), "name": name, "N": N, "d": d, "P": P, "heads": H,
-            "causal": causal, "backward": backward, "grid": shape, "counted": counted,
+            "causal": causal, "backward": backward, "grid": shape, "M": M, "counted": counted,
             "error": error, "outputs": results}
 
 
@@ -453,16 +539,19 @@ def _cli(argv, comm) -> None:
     p.add_argument("--causal", action="store_true")
     p.add_argument("--backward", action="store_true")
     p.add_argument("--grid", help="P_r x P_c for grid, P_u x P_r for usp and usp_zigzag, "
-                   "e.g. 2x4")
+                   "P_u x P_a x P_b (or P_u x P_r) for usp_grid, e.g. 2x4")
+    p.add_argument("--M", type=int, help="a cache of M entries in every process: also count "
+                   "the entries between its memory and its cache (ring, striped, zigzag, "
+                   "all_gather)")
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
     grid_ = tuple(int(x) for x in a.grid.lower().split("x")) if a.grid else None
     r = run_job({"name": a.name, "N": a.N, "d": a.d, "heads": a.heads, "causal": a.causal,
-                 "backward": a.backward, "grid": grid_, "seed": a.seed}, comm)
+                 "backward": a.backward, "grid": grid_, "seed": a.seed, "M": a.M}, comm)
     if r is None:
         return
     c = cost(a.name, a.N, a.d, comm.Get_size(), heads=a.heads, causal=a.causal,
-             backward=a.backward, grid=grid_)
+             backward=a.backward, grid=grid_, M=a.M)
     print(f"{a.name} on {r['P']} processes, N={a.N}, d={a.d}, H={a.heads}"
           f"{', causal' if a.causal else ''}{', backward' if a.backward else ''}")
     print(f"{'rank':>4} {'sent':>12} {'received':>12} {'messages':>8} {'memory':>12}   "
@@ -471,6 +560,12 @@ def _cli(argv, comm) -> None:
         got = [r["counted"][k][q] for k in ("sent", "received", "messages", "memory")]
         want = [int(getattr(c, k)[q]) for k in ("sent", "received", "messages", "memory")]
         print(f"{q:>4} {got[0]:>12,} {got[1]:>12,} {got[2]:>8} {got[3]:>12,}   {got == want}")
+    if a.M is not None:
+        for q in range(r["P"]):
+            got = [r["counted"][k][q] for k in ("cache_reads", "cache_writes")]
+            want = [int(c.cache_reads[q]), int(c.cache_writes[q])]
+            print(f"rank {q}: cache reads {got[0]:,}, writes {got[1]:,} (M = {a.M:,})   "
+                  f"closed form equal {got == want}")
     print(f"largest difference from the single-process reference: {r['error']:.2e}")
 
 

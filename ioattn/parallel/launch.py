@@ -25,6 +25,7 @@ import numpy as np
 
 from .._validate import as_count, as_matrix, as_scale
 from .costs import ParallelCost, check, cost
+from .two_level import check_M
 
 __all__ = ["MPIUnavailable", "ParallelRun", "available", "launch", "mpiexec", "run"]
 
@@ -112,11 +113,14 @@ def as_cost(result: dict) -> ParallelCost:
     """A :class:`ParallelCost` from the counts in one of :func:`launch`'s results."""
     c = result["counted"]
     g = result["grid"]
+    M = result.get("M")
+    cache = (None, None) if M is None else tuple(np.asarray(c[k], np.int64) for k in
+                                                 ("cache_reads", "cache_writes"))
     return ParallelCost(result["name"], result["N"], result["d"], result["P"], result["heads"],
                         result["causal"], result["backward"], tuple(g) if g else None,
                         *(np.asarray(c[k], np.int64) for k in ("sent", "received", "messages",
                                                                 "memory")),
-                        np.asarray(c["work"], np.int64).reshape(result["P"], -1))
+                        np.asarray(c["work"], np.int64).reshape(result["P"], -1), M, *cache)
 
 
 def _heads(x, name: str) -> np.ndarray:
@@ -130,11 +134,15 @@ def _heads(x, name: str) -> np.ndarray:
 
 
 def run(name: str, Q, K, V, P: int, *, causal: bool = False, backward: bool = False, dO=None,
-        grid=None, scale: float | None = None, timeout: float = 300) -> ParallelRun:
+        grid=None, scale: float | None = None, M: int | None = None,
+        timeout: float = 300) -> ParallelRun:
     """Run parallel algorithm ``name`` on ``P`` MPI processes of this machine.
 
     ``Q, K, V`` (and ``dO`` for ``backward=True``) are ``N x d`` or ``H x N x d``; processor
-    ``p`` starts with its rows (:mod:`~ioattn.parallel.layout`). Returns a :class:`ParallelRun`.
+    ``p`` starts with its rows (:mod:`~ioattn.parallel.layout`). With ``M``, every process
+    computes through its own cache of ``M`` entries (:mod:`~ioattn.parallel.two_level`) and the
+    run also counts the entries between its memory and its cache. Returns a
+    :class:`ParallelRun`.
 
     Examples
     --------
@@ -158,6 +166,8 @@ def run(name: str, Q, K, V, P: int, *, causal: bool = False, backward: bool = Fa
             raise ValueError(f"{k} has shape {a.shape}, Q has {shape}")
     H, N, d = shape
     check(name, N, d, P, H, backward, grid)
+    if M is not None:
+        M = check_M(name, d, M, backward)
     tau = as_scale(scale, d)
     _require()
     with tempfile.TemporaryDirectory(prefix="ioattn-run-") as tmp:
@@ -165,12 +175,12 @@ def run(name: str, Q, K, V, P: int, *, causal: bool = False, backward: bool = Fa
         np.savez(inputs, **arrays)
         job = {"name": name, "N": N, "d": d, "heads": H, "causal": bool(causal),
                "backward": bool(backward), "grid": list(grid) if grid else None, "scale": tau,
-               "inputs": str(inputs), "outputs": str(outputs)}
+               "M": M, "inputs": str(inputs), "outputs": str(outputs)}
         (result,) = launch([job], P, timeout=timeout)
         with np.load(outputs) as f:
             out = [f[k] for k in sorted(f.files, key=lambda s: int(s.split("_")[1]))]
     if np.ndim(Q) == 2:
         out = [o[0] for o in out]
     counted = as_cost(result)
-    closed = cost(name, N, d, P, heads=H, causal=causal, backward=backward, grid=grid)
+    closed = cost(name, N, d, P, heads=H, causal=causal, backward=backward, grid=grid, M=M)
     return ParallelRun(tuple(out) if backward else out[0], counted, closed, result["error"])

@@ -1,5 +1,6 @@
 """The schemes run in practice as real MPI processes (2 and 4 ranks, USP at 4 as 2 x 2, 4 x 1
-and 1 x 4, and with the zigzag ring as 1 x 2 and 2 x 2): every counted word, message, buffer
+and 1 x 4, and with the zigzag ring as 1 x 2 and 2 x 2; head groups x grid at 4 as 2 x (2 x 1),
+2 x (1 x 2), 1 x (2 x 2), 4 x (1 x 1) and 1 x (4 x 1)): every counted word, message, buffer
 and score equals the closed form, and the outputs equal the reference."""
 
 import subprocess
@@ -16,7 +17,9 @@ from ioattn.parallel.launch import as_cost, launch, mpiexec
 CASES = {2: [("zigzag", False, None, 37, 5, 3, True), ("zigzag", False, None, 32, 4, 2, False),
              ("zigzag", True, None, 29, 4, 2, True), ("all_gather", False, None, 37, 5, 3, True),
              ("all_gather", False, None, 32, 4, 2, False), ("usp", False, None, 30, 4, 3, True),
-             ("usp_zigzag", False, [1, 2], 29, 4, 2, True)],
+             ("usp_zigzag", False, [1, 2], 29, 4, 2, True),
+             ("usp_grid", False, [1, 1, 2], 29, 4, 2, True),
+             ("usp_grid", False, [2, 1, 1], 30, 4, 3, False)],
          4: [("zigzag", False, None, 37, 5, 3, True), ("zigzag", False, None, 40, 4, 2, False),
              ("zigzag", True, None, 29, 4, 2, True), ("zigzag", True, None, 24, 3, 1, False),
              ("all_gather", False, None, 37, 5, 3, True),
@@ -24,7 +27,14 @@ CASES = {2: [("zigzag", False, None, 37, 5, 3, True), ("zigzag", False, None, 32
              ("usp", False, [2, 2], 37, 5, 3, True), ("usp", False, [2, 2], 32, 4, 4, False),
              ("usp", False, [4, 1], 30, 4, 5, True), ("usp", False, [1, 4], 30, 4, 2, True),
              ("usp_zigzag", False, [2, 2], 37, 5, 3, True),
-             ("usp_zigzag", False, [2, 2], 32, 4, 4, False)]}
+             ("usp_zigzag", False, [2, 2], 32, 4, 4, False),
+             ("usp_grid", False, [2, 2, 1], 37, 5, 3, True),
+             ("usp_grid", False, [2, 1, 2], 37, 5, 3, True),
+             ("usp_grid", False, [2, 1, 2], 32, 4, 2, False),
+             ("usp_grid", False, [1, 2, 2], 30, 4, 1, True),
+             ("usp_grid", False, [4, 1, 1], 30, 4, 5, True),
+             ("usp_grid", False, [1, 4, 1], 29, 3, 2, True),
+             ("usp_grid", False, None, 40, 4, 2, True)]}
 
 
 @pytest.fixture(scope="module")
@@ -92,3 +102,14 @@ def test_run_takes_the_schemes_and_the_usp_shape():
         parallel.run("usp", Q, K, V, P=4, grid=(4, 1))
     with pytest.raises(ValueError, match="'all_gather' has no backward pass"):
         parallel.run("all_gather", Q, K, V, P=2, backward=True, dO=dO)
+
+
+def test_the_engine_command_takes_the_usp_grid_shape():
+    done = subprocess.run([mpiexec(), "-n", "4", sys.executable, "-m", "ioattn.parallel.engine",
+                           "usp_grid", "--N", "22", "--d", "4", "--heads", "2", "--grid",
+                           "2x1x2", "--causal"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "usp_grid on 4 processes, N=22, d=4, H=2, causal"
+    assert [line.split()[-1] for line in lines[2:6]] == ["True"] * 4
+    assert float(lines[-1].split()[-1]) < 1e-10

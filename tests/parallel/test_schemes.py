@@ -1,5 +1,5 @@
-"""The schemes run in practice (zigzag ring attention, the all-gather of K, V, Ulysses x ring and
-Ulysses x zigzag ring):
+"""The schemes run in practice (zigzag ring attention, the all-gather of K, V, Ulysses x ring,
+Ulysses x zigzag ring and head groups x grid):
 their closed forms against the definitions over every small case, their reductions to the ring
 and to all-to-all, and the causal balance that is the point of the zigzag layout."""
 
@@ -228,3 +228,60 @@ def test_sweep_takes_the_schemes():
     assert s["all_to_all"][1] is None and s["usp"][1].grid == (16, 4)
     assert s["usp"][1].max_traffic == s["usp_zigzag"][1].max_traffic
     assert list(sweep(64, 4, [2])) == ["ring", "striped", "all_to_all", "grid"]
+
+
+def _usp_grid_shapes(P, H):
+    return [(P_u, P_a, P_r // P_a) for P_u, P_r in _usp_shapes(P, H)
+            for P_a in range(1, P_r + 1) if P_r % P_a == 0]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_usp_grid_work_is_the_definition(causal):
+    for (N, P), H in itertools.product(SMALL[::3], (1, 2, 3)):
+        con = layout.rows(N, P)
+        for P_u, P_a, P_b in _usp_grid_shapes(P, H):
+            c = cost("usp_grid", N, 2, P, heads=H, causal=causal, grid=(P_u, P_a, P_b))
+            h = layout.shares(H, P_u)
+            group = [np.concatenate(con[g * P_u:(g + 1) * P_u]) for g in range(P_a * P_b)]
+            want = []
+            for p in range(P):
+                a, b = divmod(p // P_u, P_b)
+                qrows = np.concatenate([group[a * P_b + x] for x in range(P_b)])
+                krows = np.sort(np.concatenate([group[y * P_b + b] for y in range(P_a)]))
+                want.append([int(h[p % P_u]) * pairs(qrows, krows, causal)])
+            assert c.work.tolist() == want, (N, P, P_u, P_a)
+            assert c.total_work == H * scores(N, causal)
+            assert c.sent.sum() == c.received.sum()
+
+
+def test_usp_grid_reduces_to_the_grid_and_to_all_to_all():
+    for N, d, P, H in [(37, 5, 4, 4), (48, 4, 6, 6), (50, 3, 8, 8)]:
+        for causal in (False, True):
+            for P_a in (a for a in range(1, P + 1) if P % a == 0):
+                u = cost("usp_grid", N, d, P, heads=H, causal=causal, grid=(1, P_a, P // P_a))
+                g = cost("grid", N, d, P, heads=H, causal=causal, grid=(P_a, P // P_a))
+                for field in ("sent", "received", "messages", "work"):
+                    assert np.array_equal(getattr(u, field), getattr(g, field)), (P_a, field)
+            u = cost("usp_grid", N, d, P, heads=H, causal=causal, grid=(P, 1, 1))
+            a = cost("all_to_all", N, d, P, heads=H, causal=causal)
+            for field in ("sent", "received", "messages", "work"):
+                assert np.array_equal(getattr(u, field), getattr(a, field)), field
+
+
+def test_usp_grid_formulas_and_shapes():
+    # equal shares n = 6, h_u = 2 heads, groups of N_r = 12 rows in a 2 x 2 grid
+    c = cost("usp_grid", 48, 4, 8, heads=4, grid=(2, 2, 2))
+    n, h, Nr, d, H = 6, 2, 12, 4, 4
+    words = 3 * d * n * (H - h) + d * h * (Nr - n) + d * h * Nr + 2 * d * h * Nr + (d + 1) * h * Nr
+    assert c.sent.tolist() == [words] * 8 == c.received.tolist() == [600] * 8
+    assert c.messages.tolist() == [2 + 2 + 1] * 8
+    assert cost("usp_grid", 48, 4, 8, heads=4).grid == (4, 2, 1)        # USP's 4 x 2, then 2 x 1
+    assert cost("usp_grid", 48, 4, 8, heads=2, grid=(2, 4)).grid == (2, 2, 2)
+    with pytest.raises(ValueError, match="2 x 2 x 3 shape has 12 processors, not P = 8"):
+        cost("usp_grid", 48, 4, 8, heads=4, grid=(2, 2, 3))
+    with pytest.raises(ValueError, match="heads >= P_u"):
+        cost("usp_grid", 48, 4, 8, heads=2, grid=(4, 2, 1))
+    with pytest.raises(ValueError, match=r"\(P_u, P_r\) or \(P_u, P_a, P_b\)"):
+        cost("usp_grid", 48, 4, 8, heads=2, grid=(2, 2, 1, 2))
+    with pytest.raises(TypeError, match=r"\(P_u, P_r\) or \(P_u, P_a, P_b\)"):
+        cost("usp_grid", 48, 4, 8, heads=2, grid=4)

@@ -1,0 +1,288 @@
+"""Both levels counted together: the network between processors and the cache inside each.
+
+In :mod:`ioattn.parallel.costs` a processor's memory holds its shares, the blocks it receives
+and its running ``O, m, l``; here that memory is the *slow memory* of the two-level model
+(:class:`~ioattn.memory.TwoLevelMemory`) and the processor computes through a cache of ``M``
+entries, as a GPU computes through its shared memory. Each processor runs FlashAttention-2
+([FA2]_; :mod:`ioattn.algorithms.flash`) on every step's rectangular block: its ``n_p`` query
+rows against the ``n_j`` key rows it holds at that step, with the block sizes ``B_r, B_c`` of
+``ioattn.plan("flash", n_p, d, M, N_k=n_j)`` (``B_r`` does not depend on ``n_j``, so the query
+blocks are the same at every step), visiting only the blocks a causal mask keeps.
+
+What changes from one FlashAttention run is the state. Query block ``I`` (``r_I`` rows) is
+*visited* at a step when one of its score blocks there is nonempty; between its first and its
+last visit its running ``(O_I, m_I, l_I)`` must survive the steps in between, while other query
+blocks and the next ``K_j, V_j`` use the cache. So, per head:
+
+- at a visit that is not its first, the block reads back ``O_I, m_I, l_I``: ``(d + 2) r_I``
+  reads beyond FlashAttention's;
+- at a visit that is not its last, it writes ``O_I`` (FlashAttention's write) and ``m_I, l_I``:
+  ``2 r_I`` writes beyond it; only the last visit divides by ``l_I`` and writes the output;
+- at a step that does not visit it nothing moves, where one FlashAttention run on the step's
+  block would write its zeros: ``d r_I`` writes fewer.
+
+Where the schedule does not need the slow memory, the state stays in the cache: with one head
+whose ``n_p`` rows form one query block (``B_r >= n_p``), ``Q_p, O_p, m_p, l_p`` stay in the
+cache from the first visited step to the last, and each later step reads only its keys and
+values (``d n_p`` reads and ``d n_p`` writes fewer per step than a fresh run). Hence, with
+``io_t`` = ``ioattn.io_cost("flash", n_p, d, M, N_k=n_j, mask=...)`` the cost of step ``t``'s
+block (the causal mask of its global rows, or none)::
+
+    reads_p  = H sum_t [ reads(io_t)  + (d + 2) sum_{I visited at t, not first} r_I ],
+    writes_p = H sum_t [ writes(io_t) + 2 sum_{I visited at t, not last} r_I
+                                      - d sum_{I not visited at t} r_I ],
+
+over the steps ``t`` with a score to compute; with the state kept, ``reads_p = H (sum_t
+reads(io_t) - (V - 1) d n_p)`` and ``writes_p = d n_p`` for ``V`` visited steps. The
+all-gather of ``K, V`` [LLAMA3]_ holds every block at once, so it is one step: one
+FlashAttention run of ``Q_p`` against all ``N`` keys, and its cost is ``io_cost``'s exactly.
+
+:func:`cache_io` gives these counts; :class:`Processor` is what an MPI rank runs
+(:mod:`ioattn.parallel.engine`), through its own :class:`~ioattn.memory.TwoLevelMemory`, and the
+tests check the two equal on 2 and 4 ranks.
+
+References
+----------
+.. [FA2] T. Dao, "FlashAttention-2: faster attention with better parallelism and work
+   partitioning", arXiv:2307.08691, Algorithm 1.
+.. [LLAMA3] A. Grattafiori et al., "The Llama 3 herd of models", arXiv:2407.21783 (2024),
+   section 3.3.2.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._validate import as_count
+from ..algorithms.base import divide_rows
+from ..api import io_cost, plan
+from ..memory import TwoLevelMemory
+from .layout import rows
+
+__all__ = ["TWO_LEVEL", "Processor", "cache_io", "check_M", "key_steps", "min_M"]
+
+#: The algorithms whose processors run FlashAttention through a cache here (forward).
+TWO_LEVEL = ("ring", "striped", "zigzag", "all_gather")
+_LAYOUT = {"ring": "contiguous", "striped": "striped", "zigzag": "zigzag",
+           "all_gather": "zigzag"}
+
+
+def min_M(d: int) -> int:
+    """The smallest cache FlashAttention-2 runs in: ``4d + 4`` (one query row, one key)."""
+    return 4 * as_count(d, "d") + 4
+
+
+def check_M(name: str, d: int, M, backward: bool = False) -> int:
+    """``M`` checked for a two-level run of ``name``: clear errors naming the problem."""
+    if name not in TWO_LEVEL:
+        raise ValueError(f"M= (the cache of each processor) is counted for "
+                         f"{', '.join(TWO_LEVEL)} only, not for {name!r}")
+    if backward:
+        raise ValueError("M= counts the forward pass only; drop backward=True")
+    M = as_count(M, "M")
+    if M < min_M(d):
+        raise ValueError(f"FlashAttention needs a cache of at least 4d + 4 = {min_M(d)} "
+                         f"entries at d = {d}; got M = {M}")
+    return M
+
+
+def key_steps(name: str, N: int, P: int) -> tuple[list[np.ndarray], list[list[np.ndarray]]]:
+    """The rows each processor holds, and the key rows it attends to at each step: the ring's
+    ``j_s = (p - s) mod P`` on the algorithm's layout, or (all-gather) every block at once, in
+    the order of the processors."""
+    rows_of = rows(N, P, _LAYOUT[name])
+    if name == "all_gather":
+        every = np.concatenate(rows_of)
+        return rows_of, [[every] for _ in range(P)]
+    return rows_of, [[rows_of[(p - s) % P] for s in range(P)] for p in range(P)]
+
+
+def _mask(qrows, krows, causal: bool):
+    """The step's mask: None (every score), False (none), or a boolean ``n x n_j`` array."""
+    if not causal:
+        return None
+    keep = krows[None, :] <= qrows[:, None]
+    if keep.all():
+        return None
+    return keep if keep.any() else False
+
+
+class _Step:
+    """One step's plan, mask and the query blocks it visits."""
+
+    def __init__(self, n, d, M, qrows, krows, causal):
+        self.mask = _mask(qrows, krows, causal)
+        self.n_k = len(krows)
+        self.plan = None
+        if self.mask is False:
+            return
+        self.plan = plan("flash", n, d, M, N_k=self.n_k, mask=self.mask)
+        T_r = -(-n // self.plan.B_r)
+        T_c = -(-self.n_k // self.plan.B_c)
+        if self.mask is None:
+            self.nonempty = np.ones((T_r, T_c), bool)
+            self.full = self.nonempty
+        else:
+            blocks = self.plan.mask.blocks(self.plan.B_r, self.plan.B_c)
+            self.nonempty, self.full = blocks.nonempty, blocks.full
+
+    @property
+    def visited(self) -> np.ndarray:
+        return self.nonempty.any(axis=1)
+
+
+def _schedule(n, d, M, qrows, ksteps, causal):
+    """The steps, the first and last visit of each query block, and whether the state stays."""
+    steps = [_Step(n, d, M, qrows, k, causal) for k in ksteps]
+    live = [t for t, s in enumerate(steps) if s.plan is not None]
+    B_r = steps[live[0]].plan.B_r
+    T_r = -(-n // B_r)
+    seen = np.array([steps[t].visited if t in live else np.zeros(T_r, bool)
+                     for t in range(len(steps))])
+    first = seen.argmax(axis=0)
+    last = len(steps) - 1 - seen[::-1].argmax(axis=0)
+    return steps, B_r, T_r, first, last
+
+
+def cache_io(name: str, N: int, d: int, P: int, M: int, *, heads: int = 1,
+             causal: bool = False) -> tuple[list[int], list[int]]:
+    """The entries each processor's cache reads from and writes to its memory (module
+    docstring): two lists of ``P`` Python ints, from ``io_cost`` of every step's block.
+
+    >>> r, w = cache_io("ring", 64, 4, 2, 64)
+    >>> r[0] == 2 * io_cost("flash", 32, 4, 64, N_k=32).reads + (4 + 2) * 32
+    True
+    """
+    N, d, P, H = as_count(N, "N"), as_count(d, "d"), as_count(P, "P"), as_count(heads, "heads")
+    M = check_M(name, d, M)
+    rows_of, ksteps = key_steps(name, N, P)
+    reads, writes = [], []
+    for p in range(P):
+        n = len(rows_of[p])
+        steps, B_r, T_r, first, last = _schedule(n, d, M, rows_of[p], ksteps[p], causal)
+        r_I = np.minimum(B_r, n - B_r * np.arange(T_r))
+        keep = H == 1 and T_r == 1
+        R = W = 0
+        for t, s in enumerate(steps):
+            if s.plan is None:
+                continue
+            io = io_cost("flash", n, d, M, N_k=s.n_k, mask=s.mask)
+            R, W = R + io.reads, W + io.writes
+            v = s.visited
+            if keep:
+                R -= d * n * (t != first[0])
+                W -= d * n * (t != last[0])
+                continue
+            R += (d + 2) * int(r_I[v & (first != t)].sum())
+            W += 2 * int(r_I[v & (last != t)].sum()) - d * int(r_I[~v].sum())
+        reads.append(H * R)
+        writes.append(H * W)
+    return reads, writes
+
+
+class Processor:
+    """One processor's FlashAttention through its own cache of ``M`` entries.
+
+    Its ``Q_p`` (``H x n_p x d``) and each step's ``K_j, V_j`` are placed in the slow memory of
+    a :class:`~ioattn.memory.TwoLevelMemory` (its memory, where the network delivers them);
+    :meth:`step` folds one step's block into the state, :meth:`output` returns ``O_p``.
+    """
+
+    def __init__(self, M: int, Q: np.ndarray, qrows, ksteps, causal: bool, scale: float):
+        H, n, d = Q.shape
+        self.mem = mem = TwoLevelMemory(M, owner="flash")
+        self.H, self.n, self.d, self.scale = H, n, d, scale
+        self.qrows = qrows
+        self.steps, self.B_r, self.T_r, self.first, self.last = _schedule(n, d, M, qrows,
+                                                                          ksteps, causal)
+        self.keep = H == 1 and self.T_r == 1
+        self.kept = None
+        self.Q = [mem.load(f"Q {h}", Q[h]) for h in range(H)]
+        self.O = [mem.allocate_slow(f"O {h}", (n, d)) for h in range(H)]
+        self.m = [mem.allocate_slow(f"m {h}", n) for h in range(H)]
+        self.l = [mem.allocate_slow(f"l {h}", n) for h in range(H)]
+
+    def step(self, t: int, K: np.ndarray, V: np.ndarray) -> int:
+        """Fold step ``t``'s keys and values (``H x n_j x d``) into the state; returns the
+        score entries computed."""
+        s = self.steps[t]
+        if s.plan is None:
+            return 0
+        mem, work = self.mem, 0
+        for h in range(self.H):
+            K_h, V_h = mem.load(f"K {t} {h}", K[h]), mem.load(f"V {t} {h}", V[h])
+            for I, i0 in enumerate(range(0, self.n, self.B_r)):
+                if s.visited[I]:
+                    work += self._block(t, s, h, I, slice(i0, min(i0 + self.B_r, self.n)),
+                                        K_h, V_h)
+        return work
+
+    def _block(self, t, s, h, I, rows_, K, V) -> int:
+        mem, d = self.mem, self.d
+        first, last = t == self.first[I], t == self.last[I]
+        r = rows_.stop - rows_.start
+        if self.kept is not None:
+            Q_i, O_i, m_i, l_i = self.kept
+            self.kept = None
+        else:
+            Q_i = mem.read(self.Q[h], rows_)
+            Q_i *= self.scale
+            if first:
+                O_i = mem.allocate((r, d), "O_i")
+                m_i = mem.allocate(r, "m_i", fill=-np.inf)
+                l_i = mem.allocate(r, "l_i")
+            else:
+                O_i, m_i = mem.read(self.O[h], rows_), mem.read(self.m[h], rows_)
+                l_i = mem.read(self.l[h], rows_)
+        m_new = mem.allocate(r, "m_new", fill=None)
+        work = 0
+        for J, j0 in enumerate(range(0, s.n_k, s.plan.B_c)):
+            if not s.nonempty[I, J]:
+                continue
+            cols = slice(j0, min(j0 + s.plan.B_c, s.n_k))
+            K_j, V_j = mem.read(K, cols), mem.read(V, cols)
+            S_ij = mem.allocate((r, K_j.shape[0]), "S_ij", fill=None)
+            np.matmul(Q_i, K_j.T, out=S_ij)
+            if s.mask is None:
+                work += S_ij.size
+            else:
+                keep = s.mask[rows_, cols]
+                work += int(np.count_nonzero(keep))
+                np.copyto(S_ij, -np.inf, where=~keep)
+            np.maximum(m_i, S_ij.max(axis=1), out=m_new)
+            live = np.isfinite(m_new)       # rows all -inf so far: alpha = 0, P = 0, no NaN
+            np.subtract(m_i, m_new, out=m_i, where=live)
+            np.subtract(S_ij, m_new[:, None], out=S_ij, where=live[:, None])
+            np.exp(m_i, out=m_i)            # alpha = exp(m_old - m_new)
+            np.exp(S_ij, out=S_ij)
+            l_i *= m_i
+            l_i += S_ij.sum(axis=1)
+            O_i *= m_i[:, None]
+            O_i += S_ij @ V_j
+            m_i, m_new = m_new, m_i
+            mem.free(S_ij, K_j, V_j)
+        mem.free(m_new)
+        if last:
+            divide_rows(O_i, l_i)
+            mem.write(self.O[h], O_i, rows_)
+        elif self.keep:
+            self.kept = (Q_i, O_i, m_i, l_i)
+            return work
+        else:
+            mem.write(self.O[h], O_i, rows_)
+            mem.write(self.m[h], m_i, rows_)
+            mem.write(self.l[h], l_i, rows_)
+        mem.free(Q_i, O_i, m_i, l_i)
+        return work
+
+    def output(self) -> np.ndarray:
+        """``O_p`` (``H x n_p x d``), copied out of the slow memory (not a transfer)."""
+        return np.stack([self.mem.fetch(O) for O in self.O])
+
+    @property
+    def reads(self) -> int:
+        return self.mem.reads
+
+    @property
+    def writes(self) -> int:
+        return self.mem.writes
