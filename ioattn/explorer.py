@@ -735,7 +735,7 @@ _PL, _PR, _PT, _PB = _L, _R, 24, 38
 PARALLEL_STYLE = {n: (_PSTYLE[n]["color"], width, dash) for n, width, dash in
                   (("ring", 3.5, None), ("striped", 1.6, "5 4"), ("all_to_all", 2, None),
                    ("grid", 2, None), ("zigzag", 1.6, "2 5"), ("all_gather", 2, None),
-                   ("usp", 3, None), ("usp_zigzag", 1.6, "5 4"))}
+                   ("usp", 3, None), ("usp_zigzag", 1.6, "5 4"), ("usp_grid", 2, None))}
 
 
 def _pspan(Ps) -> float:

@@ -45,7 +45,8 @@ PARALLEL_STYLE = {"ring": dict(color="#6a3d9a", marker="o"),
                   "zigzag": dict(color="#e65100", marker="^"),
                   "all_gather": dict(color="#5d4037", marker="P"),
                   "usp": dict(color="#1565c0", marker="X"),
-                  "usp_zigzag": dict(color="#00838f", marker="*")}
+                  "usp_zigzag": dict(color="#00838f", marker="*"),
+                  "usp_grid": dict(color="#9e9d24", marker="p")}
 
 #: How the prose and the readouts name each algorithm.
 TITLES = {"flash": "FlashAttention", "square_tiling": "square tiling",

@@ -898,8 +898,9 @@ def test_parallel_words_name_the_fewest_words(N, d, heads, backward):
 
 def test_the_panel_of_every_scheme_names_the_fewest_words():
     """With every scheme drawn, the sentence names the least traffic among all of them (at
-    P = 16, H = 16: all-to-all, tied with both Ulysses hybrids), says which have no backward
-    pass, and the legend says which lines lie on an earlier one."""
+    P = 16, H = 16: all-to-all, tied with the head-group hybrids, which are all-to-all there),
+    says which have no backward pass, and the legend says which lines lie on an earlier
+    one."""
     from ioattn.parallel import NAMES as PNAMES
     from ioattn.parallel import cost
 
@@ -908,11 +909,12 @@ def test_the_panel_of_every_scheme_names_the_fewest_words():
     text = parallel_words(c, 2)
     least = min(cost(n, 4096, 64, 16, heads=16).max_traffic for n in PNAMES)
     assert text.startswith(f"At P = 16: all-to-all moves the fewest words, {least:,} on the "
-                           "busiest processor, as Ulysses × ring (USP) and Ulysses × zigzag "
-                           "ring do;"), text
+                           "busiest processor, as Ulysses × ring (USP), Ulysses × zigzag "
+                           "ring and head groups × grid do;"), text
     back = parallel_words(across(4096, 64, [1, 2, 16], names=PNAMES, backward=True), 2)
     assert back.endswith("; all-to-all, the 2D grid, the all-gather of K, V, Ulysses × ring "
-                         "(USP) and Ulysses × zigzag ring have no backward pass here."), back
+                         "(USP), Ulysses × zigzag ring and head groups × grid have no backward "
+                         "pass here."), back
     legend = static_parallel_explorer(4096, ds=(64,), Ns=(4096,), names=PNAMES)
     assert "zigzag ring attention (the words of ring attention)" in legend
     assert "Ulysses × zigzag ring (the words of Ulysses × ring (USP))" in legend
@@ -1029,7 +1031,7 @@ def test_static_parallel_explorer_controls(ppage):
         _check_panel(data, shot, _kind(shot))
     assert [s["t"] for s in seen[1:8]] == [0, 8, 7, 6, 7, 8, 5]     # clamped at the end
     assert seen[1]["pwords"].startswith("On P = 1 processor there is nothing to communicate")
-    best = "Ulysses × ring (USP)" if "usp" in data["par"]["names"] else "the 2D grid"
+    best = "head groups × grid" if "usp_grid" in data["par"]["names"] else "the 2D grid"
     assert seen[2]["pwords"].startswith(f"At P = 256: {best} moves the fewest words")
     assert len({s["pwords"] for s in seen}) > 20
     assert seen[8]["ptitle"].startswith("Across P processors: the attention backward pass")

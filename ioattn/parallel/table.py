@@ -29,7 +29,7 @@ __all__ = ["TITLES", "data", "fewest", "rows", "text", "why_not"]
 TITLES = {"ring": "ring attention", "striped": "striped attention", "all_to_all": "all-to-all",
           "grid": "the 2D grid", "zigzag": "zigzag ring attention",
           "all_gather": "the all-gather of K, V", "usp": "Ulysses × ring (USP)",
-          "usp_zigzag": "Ulysses × zigzag ring"}
+          "usp_zigzag": "Ulysses × zigzag ring", "usp_grid": "head groups × grid"}
 
 
 def why_not(name: str, N: int, P: int, heads: int = 1, backward: bool = False) -> str | None:

@@ -168,10 +168,13 @@ def test_rows_of_the_schemes_run_in_practice(heads, causal, backward):
     assert all(n in out for n in SCHEMES)
 
 
-def test_usp_has_the_least_traffic_beyond_the_heads():
-    # H = 16, P = 64: all-to-all does not apply, USP (16 x 4, with either ring) moves the fewest
-    table = rows(4096, 64, [64], heads=16, names=NAMES)
-    assert [r["name"] for r in table if r["fewest"]] == ["usp", "usp_zigzag"]
+def test_head_groups_have_the_least_traffic_beyond_the_heads():
+    # H = 16, P = 64: all-to-all does not apply; head groups x grid (16 x (2 x 2)) moves the
+    # fewest, then USP (16 x 4, with either ring), both far below the ring and the grid
+    table = {r["name"]: r for r in rows(4096, 64, [64], heads=16, names=NAMES)}
+    assert [n for n, r in table.items() if r["fewest"]] == ["usp_grid"]
+    assert table["usp_grid"]["traffic"] == 1_017_856 < table["usp"]["traffic"] == 1_277_952
+    assert table["usp"]["traffic"] == table["usp_zigzag"]["traffic"] < table["grid"]["traffic"]
 
 
 @pytest.mark.parametrize("names, error, message", [
