@@ -142,6 +142,9 @@ class SiteCount:
         4 bytes a lane); 0 for global.
     sectors : int
         Global memory: the 32-byte sectors they touch; 0 for shared.
+    bytes : int
+        The bytes the lane accesses move (0 for ``"tensor"``): a shared-memory request of ``b``
+        bytes takes at least ``ceil(b / 128)`` wavefronts (32 banks of 4 bytes).
     """
 
     kernel: str
@@ -152,6 +155,7 @@ class SiteCount:
     accesses: int
     wavefronts: int
     sectors: int
+    bytes: int = 0
 
 
 class EmulatorError(RuntimeError):
@@ -324,16 +328,17 @@ class Function:
         n = lib.ioattn_race_sites()
         raw = []
         for i in range(n):
-            out = (ctypes.c_uint64 * 6)()
+            out = (ctypes.c_uint64 * 7)()
             lib.ioattn_race_site(ctypes.c_size_t(i), out)
             raw.append(tuple(int(v) for v in out))
         lines = _source_lines(lib.ioattn_path, tuple(r[0] for r in raw))
         text = lib.ioattn_code.splitlines()
         out = []
-        for (site, shared, requests, wavefronts, sectors, accesses), line in zip(raw, lines):
+        for (site, shared, requests, wavefronts, sectors, accesses, nbytes), line in zip(raw,
+                                                                                        lines):
             code = text[line - 1].strip() if 0 < line <= len(text) else "?"
             out.append(SiteCount(self.name, line, code, "shared" if shared else "global",
-                                 requests, accesses, wavefronts, sectors))
+                                 requests, accesses, wavefronts, sectors, nbytes))
         merged = {}
         for c in out:                               # one row per (line, space)
             key = (c.line, c.space)
@@ -341,7 +346,7 @@ class Function:
                 m = merged[key]
                 c = SiteCount(c.kernel, c.line, c.code, c.space, m.requests + c.requests,
                               m.accesses + c.accesses, m.wavefronts + c.wavefronts,
-                              m.sectors + c.sectors)
+                              m.sectors + c.sectors, m.bytes + c.bytes)
             merged[key] = c
         return tuple(sorted(merged.values(), key=lambda c: (c.line, c.space)))
 

@@ -1166,7 +1166,7 @@ struct Rec {
 struct Site {                         // one (site, space) total
     uint64_t site;
     int32_t shared;
-    uint64_t requests, wavefronts, sectors, accesses;
+    uint64_t requests, wavefronts, sectors, accesses, bytes;
 };
 
 struct Buffer { uintptr_t lo; size_t bytes; int arg; };
@@ -1233,7 +1233,7 @@ Site& site_of(uint64_t site, int shared) {
         cap_sites = cap_sites ? 2 * cap_sites : 64;
         sites = static_cast<Site*>(std::realloc(sites, cap_sites * sizeof(Site)));
     }
-    sites[n_sites] = Site{site, shared, 0, 0, 0, 0};
+    sites[n_sites] = Site{site, shared, 0, 0, 0, 0, 0};
     return sites[n_sites++];
 }
 
@@ -1291,6 +1291,7 @@ void flush() {
             Site& s = site_of(recs[i].site & ~(1ull << 63), shared);
             s.requests += 1;
             s.accesses += j - i;
+            for (size_t q = i; q < j; ++q) s.bytes += recs[q].size;
             if (shared) s.wavefronts += wavefronts(recs + i, recs + j);
             else s.sectors += sectors(recs + i, recs + j);
             i = j;
@@ -1452,7 +1453,7 @@ void ioattn_race_site(size_t i, uint64_t* out) {      // site, shared, requests,
     Dl_info info;                                     // the site as an offset in the library
     out[0] = dladdr(reinterpret_cast<void*>(s.site), &info) && info.dli_fbase
                  ? s.site - uint64_t(uintptr_t(info.dli_fbase)) : s.site; out[1] = uint64_t(s.shared); out[2] = s.requests; out[3] = s.wavefronts;
-    out[4] = s.sectors; out[5] = s.accesses;
+    out[4] = s.sectors; out[5] = s.accesses; out[6] = s.bytes;
 }
 
 int ioattn_race_out_of_bounds(char* out, size_t len) {
