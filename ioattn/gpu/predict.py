@@ -215,7 +215,7 @@ def registers(file: str, kernel: str, gpu: str) -> int:
 class Occupancy:
     """Resident blocks of one launch per SM, and what limits them."""
 
-    registers: int                # per thread (ptxas)
+    registers: int | None         # per thread (ptxas); None without nvcc
     blocks_per_sm: int
     limit: str                    # "registers", "shared", "threads" or "blocks"
     warps_per_sm: int
@@ -224,16 +224,22 @@ class Occupancy:
 def occupancy(launch: Launch, gpu: str) -> Occupancy:
     """Blocks of ``launch`` resident on one SM of ``gpu``: the fewest that its registers (per
     warp rounded up to :data:`REGISTER_UNIT`), its shared memory (plus :data:`RESERVED` per
-    block on compute capability 8.0 and 9.0), its threads and the per-SM block limit allow."""
+    block on compute capability 8.0 and 9.0), its threads and the per-SM block limit allow.
+    Without nvcc the registers are unknown (``None``) and do not limit."""
     g = _gpu(gpu)
-    regs = registers(launch.file, launch.kernel, gpu)
+    try:
+        regs = registers(launch.file, launch.kernel, gpu)
+    except FileNotFoundError:
+        regs = None
     warps = -(-launch.threads // 32)
-    per_warp = -(-regs * 32 // REGISTER_UNIT) * REGISTER_UNIT
     reserve = RESERVED if g.compute_capability >= "8.0" else 0
-    limits = {"registers": (g.registers_per_sm // 4 // per_warp) // warps,
-              "shared": g.shared_per_sm // (launch.shared + reserve) if launch.shared else 10**9,
-              "threads": g.max_threads_per_sm // (32 * warps),
-              "blocks": g.max_blocks_per_sm}
+    limits = {}
+    if regs is not None:
+        per_warp = -(-regs * 32 // REGISTER_UNIT) * REGISTER_UNIT
+        limits["registers"] = (g.registers_per_sm // 4 // per_warp) // warps
+    limits["shared"] = g.shared_per_sm // (launch.shared + reserve) if launch.shared else 10**9
+    limits["threads"] = g.max_threads_per_sm // (32 * warps)
+    limits["blocks"] = g.max_blocks_per_sm
     limit = min(limits, key=limits.get)
     n = limits[limit]
     if n < 1:
@@ -256,6 +262,7 @@ class Counts:
     loop_minimum: int
 
 
+@lru_cache(maxsize=64)
 def _emulate(kernel: Kernel, N: int, d: int, dtype: str, block) -> tuple:
     """The counting build's site rows of one head of ``N x d`` with ``block``."""
     import ioattn.gpu as g
@@ -292,10 +299,12 @@ def _per_site(rows) -> dict:
 
 
 def counts(label: str, N: int, d: int, *, heads: int = 1, dtype: str = "bfloat16",
-           gpu: str = "H100", block=None) -> Counts:
+           gpu: str = "H100", block=None, only: str | None = None) -> Counts:
     """The counts of kernel ``label`` for ``heads`` problems of ``N x d`` with the blocks it
     takes on ``gpu`` (or ``block``), scaled from the emulator at ``N = L`` and ``2 L`` (module
     docstring).
+
+    With ``only``, the counts of that one kernel of the launch sequence (its site rows).
 
     Raises ``ValueError`` when ``N`` is not a multiple of ``L = lcm(B_r, B_c)``, or when the
     two counts do not fit ``a k + b k^2`` in integers (a kernel whose work is not uniform)."""
@@ -307,7 +316,8 @@ def counts(label: str, N: int, d: int, *, heads: int = 1, dtype: str = "bfloat16
         raise ValueError(f"N = {N} is not a multiple of lcm(B_r, B_c) = {L}: the scaled count "
                          "covers whole blocks only")
     k = N // L
-    one, two = (_per_site(_emulate(kernel, m * L, d, dtype, block)) for m in (1, 2))
+    one, two = (_per_site(row for row in _emulate(kernel, m * L, d, dtype, tuple(block))
+                          if only is None or row.kernel == only) for m in (1, 2))
     total = [0] * 5
     loop_wf = loop_min = 0
     for key in one.keys() | two.keys():
@@ -374,6 +384,9 @@ class Prediction:
         return attention_flops(self.N, self.d, self.heads, backward=self.plan_backward)
 
     plan_backward: bool = False
+    #: The index in ``launches`` of the launch with the most shared-memory wavefronts (whose
+    #: occupancy, SMs and waves are reported).
+    main: int = 0
 
     @property
     def tflops(self) -> float:
@@ -382,12 +395,13 @@ class Prediction:
 
 
 def predict(label: str, N: int, d: int, *, heads: int = 1, dtype: str = "bfloat16",
-            gpu: str = "H100") -> Prediction:
+            gpu: str = "H100", block=None) -> Prediction:
     """The three-level prediction of kernel ``label`` (:data:`KERNELS`) on ``gpu`` for ``heads``
     problems of ``N x d`` in ``dtype`` (see the module docstring for what it leaves out).
 
     The float32 backward kernel runs in float32 whatever ``dtype`` says; on the T4, which has no
-    bfloat16, pass ``dtype="float16"``."""
+    bfloat16, pass ``dtype="float16"``. ``block`` replaces the plan's blocks (both must divide
+    ``N``: see :func:`counts`)."""
     from ..roofline import attention_flops
 
     kernel, g = _kernel(label), _gpu(gpu)
@@ -397,21 +411,29 @@ def predict(label: str, N: int, d: int, *, heads: int = 1, dtype: str = "bfloat1
         dtype = "float32"
     if dtype not in g.peak:
         raise ValueError(f"the {gpu} has no {dtype} peak (use float16)")
-    plan, runs = launches(label, N, d, heads=heads, dtype=dtype, gpu=gpu)
-    c = counts(label, N, d, heads=heads, dtype=dtype, gpu=gpu)
+    plan, runs = launches(label, N, d, heads=heads, dtype=dtype, gpu=gpu, block=block)
+    c = counts(label, N, d, heads=heads, dtype=dtype, gpu=gpu, block=block)
     occ = tuple(occupancy(r, gpu) for r in runs)
-    main = max(range(len(runs)), key=lambda i: runs[i].blocks * runs[i].threads)
-    blocks = runs[main].blocks
-    sms = min(g.sms, blocks)
-    busy = Fraction(min(4, occ[main].warps_per_sm), 4)       # sub-partitions kept busy
+    main = max(range(len(runs)), key=lambda i: counts(label, N, d, heads=heads, dtype=dtype,
+                                                      gpu=gpu, block=block,
+                                                      only=runs[i].kernel).wavefronts)
     clock = g.clock()
-    times = {"global": Fraction(32 * c.sectors, g.bandwidth),
-             "shared": Fraction(c.wavefronts) / (clock * sms)}
-    if c.fma:
-        times["compute"] = Fraction(2 * c.fma) / (g.peak[dtype] * Fraction(sms, g.sms) * busy)
-    else:
-        flops = attention_flops(N, d, heads, backward=kernel.backward)
-        times["compute"] = Fraction(flops) / (g.peak["float32"] * Fraction(sms, g.sms) * busy)
+    times = {"global": Fraction(0), "shared": Fraction(0), "compute": Fraction(0)}
+    for r, o in zip(runs, occ):          # launches run one after another: their times add
+        part = counts(label, N, d, heads=heads, dtype=dtype, gpu=gpu, block=block, only=r.kernel)
+        sms = min(g.sms, r.blocks)
+        busy = Fraction(min(4, o.warps_per_sm if r.blocks >= g.sms else
+                            -(-r.threads // 32)), 4)     # sub-partitions kept busy
+        times["global"] += Fraction(32 * part.sectors, g.bandwidth)
+        times["shared"] += Fraction(part.wavefronts) / (clock * sms)
+        if part.fma:
+            times["compute"] += Fraction(2 * part.fma) / (g.peak[dtype] * Fraction(sms, g.sms)
+                                                          * busy)
+        elif r is runs[main]:            # the float32 kernels: the closed form, in the main one
+            flops = attention_flops(N, d, heads, backward=kernel.backward)
+            times["compute"] += Fraction(flops) / (g.peak["float32"] * Fraction(sms, g.sms)
+                                                   * busy)
+    blocks = runs[main].blocks
     waves = -(-blocks // (g.sms * occ[main].blocks_per_sm))
-    return Prediction(label, gpu, N, d, heads, dtype, plan, c, runs, occ, sms, waves, times,
-                      plan_backward=kernel.backward)
+    return Prediction(label, gpu, N, d, heads, dtype, plan, c, runs, occ, min(g.sms, blocks),
+                      waves, times, plan_backward=kernel.backward, main=main)
