@@ -96,7 +96,7 @@ def site_counts(label: str) -> tuple:
         return g.run(algorithm, Q, K, V, backend="emulator", **kw).accesses
 
 
-def timing(labels, repeats: int = 3) -> str:
+def timing(labels, repeats: int = 5) -> str:
     """A Markdown table of the wall time of one launch of each forward case in ``labels``
     (the fastest of ``repeats``, after a first launch that compiles) in the plain emulator, its
     counting build and its race-check build: what counting costs. Wall times of this machine,
