@@ -41,9 +41,11 @@ the large problem's blocks, solves for ``a`` and ``b`` per site, and evaluates a
 :attr:`Counts.loop_minimum`, the fewest wavefronts its requests could take (``ceil(bytes /
 128)`` each).
 
-Kernels are looked up in :data:`KERNELS` (label to :class:`Kernel`); :func:`register` adds one,
-and a backward module ``ioattn.gpu.flash_fa2_backward`` with ``plan`` and ``backward`` as in
-:mod:`ioattn.gpu.backward` is registered as ``"flash_fa2 backward"`` when present.
+Kernels are looked up in :data:`KERNELS` (label to :class:`Kernel`); :func:`register` adds one.
+A backward is run through its host module's ``plan(N, d, block=, dtype=, budget=)`` and
+``backward(be, plan, Q, K, V, O, dO, L, dQ, dK, dV, io, scale=, count_io=)``, as in
+:mod:`ioattn.gpu.backward`; a module ``ioattn.gpu.flash_fa2_backward`` with those two is
+registered as ``"flash_fa2 backward"`` when the package has it.
 """
 
 from __future__ import annotations
@@ -162,7 +164,6 @@ def launches(label: str, N: int, d: int, *, heads: int = 1, dtype: str = "bfloat
     """The plan and the :class:`Launch` list of kernel ``label`` for ``heads`` problems of
     ``N x d`` on ``gpu``, from the host code itself (nothing runs; the arrays are not filled)."""
     from .api import KERNELS as HOSTS
-    from .api import to_storage  # noqa: F401  (the storage dtypes below are its)
 
     kernel, g = _kernel(label), _gpu(gpu)
     be = _Recorder(g.shared_per_block)
@@ -279,12 +280,12 @@ def _emulate(kernel: Kernel, N: int, d: int, dtype: str, block) -> tuple:
                          backend="emulator").accesses
         fwd = g.run("flash", Q, K, V, save_lse=True, backend="emulator")
         dO = rng.standard_normal((N, d)).astype(np.float32)
-        if kernel.module == "backward":
-            g.run_backward(Q, K, V, fwd.output, dO, fwd.lse, block=block, backend="emulator")
-        else:                                       # a registered fast backward
-            module = importlib.import_module(f"ioattn.gpu.{kernel.module}")
-            module.run(Q, K, V, fwd.output, dO, fwd.lse, block=block, dtype=dtype,
-                       backend="emulator")
+        module = importlib.import_module(f"ioattn.gpu.{kernel.module}")
+        plan = _plan(kernel, N, d, dtype, be.shared_memory_per_block, block)
+        x = [np.ascontiguousarray(a[None], np.float32) for a in (Q, K, V, fwd.output, dO)]
+        grads = [np.full((1, N, d), np.nan, np.float32) for _ in range(3)]
+        module.backward(be, plan, *x, np.ascontiguousarray(fwd.lse[None], np.float32), *grads,
+                        np.zeros(2, np.uint64), scale=1 / np.sqrt(d), count_io=False)()
         return be.take_accesses()
 
 
