@@ -80,6 +80,25 @@ Turing GPU Architecture*); its 4 MB of L2 is the whitepaper's figure for the TU1
 of the T4. The H200 datasheet prints neither figure; the H200's are the H100 SXM5's, whose
 GH100 configuration it shares.
 
+Rates per SM. The three-level prediction of :mod:`ioattn.gpu.predict` needs, per GPU, the
+dense 16-bit tensor-core operations one SM does per clock (``tensor_ops_per_clock``), the most
+resident threads and blocks per SM (``max_threads_per_sm``, ``max_blocks_per_sm``) and the
+shared memory's bandwidth, :data:`SHARED_BYTES_PER_CLOCK` per SM. Their sources, in
+``rates_source``: the tensor-core rates are the architecture whitepapers' per-SM figures (Turing:
+8 tensor cores per SM of 64 FP16 multiply-adds per clock, 1,024 operations; A100: 4 tensor cores
+of 256 dense FP16 multiply-adds, "1024 dense FP16/FP32 FMA operations per clock" per SM, 2,048
+operations; H100: twice the A100 SM's rate clock for clock, 4,096 operations), and the clock is
+the one they imply, ``peak["float16"] / (sms * tensor_ops_per_clock)`` (:meth:`GPU.clock`):
+
+>>> [f"{float(GPUS[g].clock()) / 1e9:.3f}" for g in GPUS]
+['1.587', '1.411', '1.830', '1.830']
+
+close to the whitepapers' boost clocks (1,590 MHz for the T4, 1,410 MHz for the A100, and the
+1.83 GHz of the H100 computation above); the H200's is inferred the same way, its datasheet
+printing no clock. The resident limits are the CUDA C++ Programming Guide 12.4's table
+"Technical Specifications per Compute Capability" ("Maximum number of resident blocks per SM":
+16, 32, 32; "... threads per SM": 1,024, 2,048, 2,048 for 7.5, 8.0, 9.0).
+
 Sources of the datasheet figures, each as its publisher titles it (in the book's bibliography:
 ``nvidiaT4datasheet``, ``nvidiaT4productbrief``, ``nvidiaA100datasheet``, ``nvidiaH100datasheet``,
 ``nvidiaH200datasheet``); a date is given only where it could be established, and no datasheet
@@ -112,8 +131,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import NamedTuple
 
-__all__ = ["GPU", "GPUS", "KB", "MB", "DTYPES", "cache_entries", "marks", "datasheet_table",
-           "ridge", "table"]
+__all__ = ["GPU", "GPUS", "KB", "MB", "DTYPES", "SHARED_BYTES_PER_CLOCK", "cache_entries",
+           "marks", "datasheet_table", "ridge", "table"]
 
 #: A kilobyte as the CUDA documentation counts it.
 KB = 1024
@@ -126,6 +145,12 @@ DTYPES = ("float32", "float16", "bfloat16")
 
 TERA = 10**12
 GIGA = 10**9
+
+#: Shared-memory bandwidth of one SM, bytes per clock, on every GPU here: 32 banks of 4 bytes,
+#: one wavefront a clock (CUDA C++ Programming Guide 12.4, Compute Capability 5.x and later,
+#: "Shared Memory": "Shared memory has 32 banks that are organized such that successive 32-bit
+#: words map to successive banks. Each bank has a bandwidth of 32 bits per clock cycle.").
+SHARED_BYTES_PER_CLOCK = 32 * 4
 
 
 class GPU(NamedTuple):
@@ -153,6 +178,17 @@ class GPU(NamedTuple):
     l1_per_sm: int = 0
     l2: int = 0
     chip_source: str = ""
+    tensor_ops_per_clock: int = 0
+    max_threads_per_sm: int = 0
+    max_blocks_per_sm: int = 0
+    rates_source: str = ""
+
+    def clock(self):
+        """The clock (Hz, a Fraction) the dense 16-bit tensor peak implies:
+        ``peak["float16"] / (sms * tensor_ops_per_clock)``."""
+        from fractions import Fraction
+
+        return Fraction(self.peak["float16"], self.sms * self.tensor_ops_per_clock)
 
     def on_chip(self, registers: bool = True) -> int:
         """Bytes of on-chip memory per SM: shared memory, plus the register file by default."""
@@ -178,6 +214,10 @@ GPUS: dict[str, GPU] = {
                      "per SM (NVIDIA, NVIDIA Turing GPU Architecture, 2018); L2: that "
                      "whitepaper's 4 MB of the TU104, the T4's chip; L1: CUDA C++ Programming "
                      "Guide 12.4, compute capability 7.5"),
+        tensor_ops_per_clock=1024, max_threads_per_sm=1024, max_blocks_per_sm=16,
+        rates_source=("tensor: NVIDIA Turing GPU Architecture (2018), 8 tensor cores per SM, 64 "
+                      "FP16 FMA per clock each; limits: CUDA C++ Programming Guide 12.4, compute "
+                      "capability 7.5"),
     ),
     "A100": GPU(
         "A100", "8.0", 164 * KB, 163 * KB, _REGISTERS,
@@ -190,6 +230,10 @@ GPUS: dict[str, GPU] = {
         sms=108, l1_per_sm=192 * KB, l2=40 * MB,
         chip_source=("SMs and L2: NVIDIA, NVIDIA A100 Tensor Core GPU Architecture (2020); L1: "
                      "CUDA C++ Programming Guide 12.4, compute capability 8.0"),
+        tensor_ops_per_clock=2048, max_threads_per_sm=2048, max_blocks_per_sm=32,
+        rates_source=("tensor: NVIDIA A100 Tensor Core GPU Architecture (2020), 1024 dense FP16 "
+                      "FMA per clock per SM; limits: CUDA C++ Programming Guide 12.4, compute "
+                      "capability 8.0"),
     ),
     "H100": GPU(
         "H100", "9.0", 228 * KB, 227 * KB, _REGISTERS,
@@ -202,6 +246,10 @@ GPUS: dict[str, GPU] = {
         sms=132, l1_per_sm=256 * KB, l2=50 * MB,
         chip_source=("SMs and L2: NVIDIA, NVIDIA H100 Tensor Core GPU Architecture (2022), H100 "
                      "SXM5; L1: CUDA C++ Programming Guide 12.4, compute capability 9.0"),
+        tensor_ops_per_clock=4096, max_threads_per_sm=2048, max_blocks_per_sm=32,
+        rates_source=("tensor: NVIDIA H100 Tensor Core GPU Architecture (2022), twice the A100 "
+                      "SM's dense rate per clock; limits: CUDA C++ Programming Guide 12.4, "
+                      "compute capability 9.0"),
     ),
     "H200": GPU(
         "H200", "9.0", 228 * KB, 227 * KB, _REGISTERS,
@@ -215,6 +263,9 @@ GPUS: dict[str, GPU] = {
         chip_source=("SMs and L2: not in the H200 datasheet; the H100 SXM5's (NVIDIA, NVIDIA "
                      "H100 Tensor Core GPU Architecture, 2022), whose GH100 configuration the "
                      "H200 shares; L1: CUDA C++ Programming Guide 12.4, compute capability 9.0"),
+        tensor_ops_per_clock=4096, max_threads_per_sm=2048, max_blocks_per_sm=32,
+        rates_source=("tensor: the H100 SXM5's SM (the H200 datasheet prints no per-SM rate); "
+                      "limits: CUDA C++ Programming Guide 12.4, compute capability 9.0"),
     ),
 }
 

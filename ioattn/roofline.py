@@ -25,6 +25,8 @@ throughput. These are bounds computed from counts and datasheet figures
 assumes that every counted entry crosses the memory interface: the GPU's L2 cache can serve a
 re-read without it, so a real kernel can beat the memory term.
 Launch overheads, occupancy, the L2 cache and partial sectors are not in the model.
+One level down, :mod:`ioattn.gpu.predict` adds the shared-memory wavefronts and tensor-core
+instructions the emulator counts, with the SMs and occupancy of each launch.
 
 >>> p = predict("flash", 4096, 128, gpu="H100", dtype="float32", heads=16)
 >>> p.bound, p.flops == 4 * 4096**2 * 128 * 16

@@ -54,7 +54,7 @@ class Backend:
 
     def take_accesses(self) -> tuple:
         """The per-site request counts the launches since the last call recorded (the
-        emulator's race-check build records them), and forget them."""
+        emulator's race-check and counting builds record them), and forget them."""
         out = tuple(self._log())
         self._log().clear()
         return out
@@ -132,7 +132,14 @@ class EmulatorBackend(Backend):
 
     With ``race_check=True`` (the backend ``"emulator-racecheck"``) every launch also checks
     shared memory for races and raises :class:`~ioattn.gpu.emulator.SharedMemoryRace` on one;
-    without it, the environment variable ``IOATTN_EMULATOR_RACECHECK=1`` does the same."""
+    without it, the environment variable ``IOATTN_EMULATOR_RACECHECK=1`` does the same.
+
+    Inside :func:`ioattn.gpu.emulator.counting_sites` (or with ``IOATTN_EMULATOR_COUNT=1``) the
+    plain emulator also counts every launch's warp-level requests per instruction site
+    (shared-memory wavefronts, global sectors: :class:`~ioattn.gpu.emulator.SiteCount`, in the
+    result's ``accesses``), by its counting build: the race-check build's instrumentation
+    without the race check, slower than the plain build (``benchmarks/results/banks.md`` gives
+    the measured factor), which is why it is asked for. The race check always counts."""
 
     name = "emulator"
     xp = np

@@ -34,6 +34,24 @@ raises :class:`SharedMemoryRace` for two conflicting accesses of different threa
 ``__syncthreads`` or ``__syncwarp`` orders; the comment of ``emulate.h`` says which barriers
 order what, after the CUDA C++ Programming Guide.
 
+Both instrumented builds count every warp-level memory request per instruction site
+(:class:`SiteCount`: shared-memory wavefronts, global sectors) into ``Function.accesses``. The
+counting build, ``RawModule(..., count_sites=True)``, is the race-check build without the race
+check (the same instrumentation and counts, no per-byte records). Every module made inside
+:func:`counting_sites`, or with the environment variable ``IOATTN_EMULATOR_COUNT=1``, is the
+counting build, so that ``ioattn.gpu.run(..., backend="emulator")`` returns the site counts in
+``accesses`` beside the global-memory counts of ``count_io=True``. The plain build counts nothing
+and stays the fastest: the counting build is the slower by the factor
+``benchmarks/results/banks.md`` reports. Below, the one warp of each of the two blocks reads
+``x`` and writes ``y`` on the kernel's one line: 4 requests, each in one 32-byte sector.
+
+>>> from ioattn.gpu.emulator import counting_sites
+>>> with counting_sites():
+...     f = RawModule(code=code).get_function("twice")
+>>> f((2,), (4,), (x, y, np.int32(5)))
+>>> [(c.space, c.requests, c.sectors) for c in f.accesses]
+[('global', 4, 4)]
+
 >>> shift = '''
 ... #include "ioattn.cuh"
 ... extern "C" __global__ void shift(float* y) {
@@ -57,6 +75,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -72,6 +91,23 @@ MAX_SHARED = 227 * 1024
 #: The environment variable that turns the race check on for every module (``1``).
 RACECHECK_ENV = "IOATTN_EMULATOR_RACECHECK"
 
+#: The environment variable that makes every module the counting build (``1``).
+COUNT_ENV = "IOATTN_EMULATOR_COUNT"
+
+_counting = [0]          # the depth of nested counting_sites() blocks
+
+
+@contextmanager
+def counting_sites():
+    """Within the block, every :class:`RawModule` made (so every emulator launch of
+    :func:`ioattn.gpu.run`) is the counting build: its launches' :class:`SiteCount` rows fill
+    ``Function.accesses`` and the result's ``accesses``."""
+    _counting[0] += 1
+    try:
+        yield
+    finally:
+        _counting[0] -= 1
+
 # The race-check build's flags (part of its cache key): the kernel at -O1, a third faster to
 # compile than -O2 and keeping more of the source's loads and stores, instrumented; the race
 # runtime, which every load and store calls, at -O2.
@@ -83,7 +119,7 @@ _RACE_RUNTIME_FLAGS = ("-O2",)
 @dataclass(frozen=True)
 class SiteCount:
     """The warp-level memory requests of one instruction site of a kernel, over one launch
-    (the race-check build counts them; ``emulate.h`` states the rules).
+    (the race-check and counting builds count them; ``emulate.h`` states the rules).
 
     Attributes
     ----------
@@ -92,16 +128,23 @@ class SiteCount:
         The line of the kernel's source (as :func:`ioattn.gpu.sources.source` pastes it).
     code : str
         That line's text.
-    space : {"shared", "global"}
+    space : {"shared", "global", "tensor"}
+        ``"tensor"``: a kind of tensor-core instruction (``code`` names it, ``line`` is 0), one
+        row per kind the launch executed.
     requests : int
-        Warp-level requests (one per warp per execution of the instruction).
+        Warp-level requests (one per warp per execution of the instruction); for ``"tensor"``
+        the warp-level instructions.
     accesses : int
-        Lane accesses they are made of.
+        Lane accesses they are made of; for ``"tensor"`` the instructions' multiply-adds
+        (``m n k`` each: 2,048 for ``mma.m16n8k16``).
     wavefronts : int
         Shared memory: the wavefronts they take (``requests`` when conflict-free and at most
         4 bytes a lane); 0 for global.
     sectors : int
         Global memory: the 32-byte sectors they touch; 0 for shared.
+    bytes : int
+        The bytes the lane accesses move (0 for ``"tensor"``): a shared-memory request of ``b``
+        bytes takes at least ``ceil(b / 128)`` wavefronts (32 banks of 4 bytes).
     """
 
     kernel: str
@@ -112,6 +155,7 @@ class SiteCount:
     accesses: int
     wavefronts: int
     sectors: int
+    bytes: int = 0
 
 
 class EmulatorError(RuntimeError):
@@ -155,8 +199,10 @@ def _cache_dir() -> Path:
     return path
 
 
-def _race_commands(compiler: str, src: Path, out: Path, defines: list[str]) -> list[list[str]]:
-    """The commands of the race-check build of ``src`` into ``out``.
+def _race_commands(compiler: str, src: Path, out: Path, defines: list[str],
+                   count_only: bool = False) -> list[list[str]]:
+    """The commands of the race-check build of ``src`` into ``out`` (with ``count_only``, of
+    the counting build: the runtime compiled with ``-DIOATTN_COUNT_ONLY``, no race check).
 
     The kernel is compiled with g++'s ThreadSanitizer instrumentation alone (every load and
     store calls ``__tsan_readN`` or ``__tsan_writeN``), and linked without libtsan to
@@ -171,14 +217,16 @@ def _race_commands(compiler: str, src: Path, out: Path, defines: list[str]) -> l
     runtime.write_text('#define IOATTN_RACE_RUNTIME\n#include "emulate.h"\n')
     obj = src.with_suffix(".o")
     flags = ["-std=c++20", "-fPIC", "-w", f"-I{KERNELS}"]
+    only = ["-DIOATTN_COUNT_ONLY"] if count_only else []
     return [[compiler, *flags, *_RACE_KERNEL_FLAGS, "-DIOATTN_EMULATE", "-DIOATTN_RACECHECK",
              *defines, "-c", "-o", str(obj), str(src)],
-            [compiler, *flags, *_RACE_RUNTIME_FLAGS, "-shared", "-Wl,-z,defs",
+            [compiler, *flags, *_RACE_RUNTIME_FLAGS, *only, "-shared", "-Wl,-z,defs",
              "-Wl,-Bsymbolic-functions", "-o", str(out), str(obj), str(runtime)]]
 
 
 @lru_cache(maxsize=None)
-def _build(code: str, options: tuple[str, ...], race_check: bool = False) -> ctypes.CDLL:
+def _build(code: str, options: tuple[str, ...], race_check: bool = False,
+           count_only: bool = False) -> ctypes.CDLL:
     names = kernels_in(code)
     if not names:
         raise EmulatorError('no extern "C" __global__ kernel in the source')
@@ -187,6 +235,8 @@ def _build(code: str, options: tuple[str, ...], race_check: bool = False) -> cty
     text = f"{code}\n{exports}\n"
     header = (KERNELS / "emulate.h").read_text()
     race = ["race check", *_RACE_KERNEL_FLAGS, *_RACE_RUNTIME_FLAGS] if race_check else []
+    if race_check and count_only:
+        race.append("count only")
     parts = [text, header, *defines, *race]
     key = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
     lib = _cache_dir() / f"{key}.so"
@@ -197,7 +247,7 @@ def _build(code: str, options: tuple[str, ...], race_check: bool = False) -> cty
             out = Path(tmp) / "kernel.so"
             compiler = _compiler()
             if race_check:
-                commands = _race_commands(compiler, src, out, defines)
+                commands = _race_commands(compiler, src, out, defines, count_only)
             else:
                 commands = [[compiler, "-std=c++20", "-O2", "-shared", "-fPIC", "-w",
                              "-DIOATTN_EMULATE", *defines, f"-I{KERNELS}", "-o", str(out),
@@ -229,8 +279,11 @@ class Function:
         self._guard.argtypes = (ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t)
         self._unguard = lib.ioattn_emu_unguard
         self._lib = lib
-        self._counts = getattr(lib, "ioattn_race_counts", None)   # the race-check build only
-        #: The :class:`SiteCount` of every instruction site of the last launch (race check).
+        self._mma = lib.ioattn_emu_mma
+        self._mma.argtypes = (ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_int)
+        self._counts = getattr(lib, "ioattn_race_counts", None)   # instrumented builds only
+        #: The :class:`SiteCount` of every instruction site of the last launch (the race-check
+        #: and counting builds; empty in the plain build).
         self.accesses: tuple[SiteCount, ...] = ()
         self.name = name
         self.max_dynamic_shared_size_bytes = DEFAULT_DYNAMIC_LIMIT
@@ -241,6 +294,8 @@ class Function:
         if shared_mem > limit:
             raise EmulatorError(f"{self.name}: {shared_mem} bytes of dynamic shared memory "
                                 f"requested, the limit is {limit}")
+        mma = (ctypes.c_ulonglong * 4)()
+        self._mma(mma, 1)
         if self._counts is not None:
             self._counts(1)
         try:
@@ -248,8 +303,24 @@ class Function:
         finally:
             self._unguard()
             if self._counts is not None:
-                self.accesses = self._read_counts()
+                self.accesses = self._read_counts() + self._tensor_counts()
                 self._counts(0)
+
+    #: The tensor-core instructions the emulator counts: (code, multiply-adds of one), by slot
+    #: of ``emulate.h``'s ``Runtime::mma``; WMMA's come with their own total.
+    TENSOR = (("mma.sync.aligned.m16n8k16", 16 * 8 * 16), ("mma.sync.aligned.m16n8k8", 16 * 8 * 8),
+              ("wmma::mma_sync", None))
+
+    def _tensor_counts(self) -> tuple[SiteCount, ...]:
+        out = (ctypes.c_ulonglong * 4)()
+        self._mma(out, 1)
+        rows = []
+        for slot, (code, fma) in enumerate(self.TENSOR):
+            n = int(out[slot])
+            if n:
+                total = n * fma if fma is not None else int(out[3])
+                rows.append(SiteCount(self.name, 0, code, "tensor", n, total, 0, 0))
+        return tuple(rows)
 
     def _read_counts(self) -> tuple[SiteCount, ...]:
         lib = self._lib
@@ -257,16 +328,17 @@ class Function:
         n = lib.ioattn_race_sites()
         raw = []
         for i in range(n):
-            out = (ctypes.c_uint64 * 6)()
+            out = (ctypes.c_uint64 * 7)()
             lib.ioattn_race_site(ctypes.c_size_t(i), out)
             raw.append(tuple(int(v) for v in out))
         lines = _source_lines(lib.ioattn_path, tuple(r[0] for r in raw))
         text = lib.ioattn_code.splitlines()
         out = []
-        for (site, shared, requests, wavefronts, sectors, accesses), line in zip(raw, lines):
+        for (site, shared, requests, wavefronts, sectors, accesses, nbytes), line in zip(raw,
+                                                                                        lines):
             code = text[line - 1].strip() if 0 < line <= len(text) else "?"
             out.append(SiteCount(self.name, line, code, "shared" if shared else "global",
-                                 requests, accesses, wavefronts, sectors))
+                                 requests, accesses, wavefronts, sectors, nbytes))
         merged = {}
         for c in out:                               # one row per (line, space)
             key = (c.line, c.space)
@@ -274,7 +346,7 @@ class Function:
                 m = merged[key]
                 c = SiteCount(c.kernel, c.line, c.code, c.space, m.requests + c.requests,
                               m.accesses + c.accesses, m.wavefronts + c.wavefronts,
-                              m.sectors + c.sectors)
+                              m.sectors + c.sectors, m.bytes + c.bytes)
             merged[key] = c
         return tuple(sorted(merged.values(), key=lambda c: (c.line, c.space)))
 
@@ -368,15 +440,23 @@ class RawModule:
 
     With ``race_check=True`` (default: whether the environment variable
     ``IOATTN_EMULATOR_RACECHECK`` is ``1``) it is the race-check build, whose launches raise
-    :class:`SharedMemoryRace` on a shared-memory race.
+    :class:`SharedMemoryRace` on a shared-memory race. Otherwise, with ``count_sites=True`` it
+    is the counting build: no race check, but every launch's :class:`SiteCount` rows in
+    ``Function.accesses`` as the race-check build counts them (default: inside
+    :func:`counting_sites`, or whether ``IOATTN_EMULATOR_COUNT`` is ``1``). Both instrumented
+    builds count.
     """
 
     def __init__(self, code: str, options: tuple[str, ...] = (),
-                 race_check: bool | None = None):
+                 race_check: bool | None = None, count_sites: bool | None = None):
         if race_check is None:
             race_check = os.environ.get(RACECHECK_ENV, "0") == "1"
+        if count_sites is None:
+            count_sites = _counting[0] > 0 or os.environ.get(COUNT_ENV, "0") == "1"
         self.race_check = bool(race_check)
-        self._lib = _build(code, tuple(options), self.race_check)
+        self.count_sites = self.race_check or bool(count_sites)
+        self._lib = _build(code, tuple(options), self.count_sites,
+                           count_only=not self.race_check)
 
     def get_function(self, name: str) -> Function:
         return Function(self._lib, name)

@@ -227,3 +227,60 @@ def test_the_tensor_core_kernel_reads_Q_i_only_by_its_16_byte_copies(rng):
     q_requests = sum(map(requests, q_rows))
     assert q_requests == 5                  # one entry a lane: 40 * 32 / 32 = 40 requests
     assert copy.requests == q_requests + 2 * sum(map(requests, kv_rows)) == 27
+
+
+# The counting build: the plain emulator's launches counted as the race-check build counts them.
+
+@pytest.mark.parametrize("name, kw", [("flash", dict(block=(16, 32))),
+                                      ("flash", dict(block=(16, 16), dtype="float16")),
+                                      ("flash_fa2", dict(dtype="bfloat16", causal=True))])
+def test_the_plain_emulator_counts_sites_as_the_race_check_does(rng, name, kw):
+    from ioattn.gpu.emulator import counting_sites
+
+    Q, K, V = (rng.standard_normal((40, 64)) for _ in range(3))
+    plain = gpu.run(name, Q, K, V, backend="emulator", count_io=True, **kw)
+    assert plain.accesses == ()                    # the plain build counts nothing
+    with counting_sites():
+        counted = gpu.run(name, Q, K, V, backend="emulator", count_io=True, **kw)
+    raced = gpu.run(name, Q, K, V, backend="emulator-racecheck", count_io=True, **kw)
+    assert counted.accesses and counted.accesses == raced.accesses
+    assert counted.io == plain.io == raced.io
+    np.testing.assert_array_equal(counted.output, plain.output)
+
+
+def test_the_counting_build_counts_but_checks_no_race(monkeypatch):
+    from ioattn.gpu.emulator import COUNT_ENV, SharedMemoryRace
+
+    shift = HEADER + '''
+extern "C" __global__ void shift(float* y) {
+    IOATTN_SHARED(float, s);
+    s[threadIdx.x] = threadIdx.x;
+    y[threadIdx.x] = s[(threadIdx.x + 1) % blockDim.x];
+}'''
+    y = np.zeros(64, np.float32)
+    monkeypatch.setenv(COUNT_ENV, "1")
+    f = RawModule(code=shift).get_function("shift")
+    f((1,), (64,), (y,), shared_mem=256)           # no race check: no SharedMemoryRace
+    shared = [c for c in f.accesses if c.space == "shared"]
+    assert [(c.requests, c.wavefronts) for c in shared] == [(2, 2), (2, 2)]
+    with pytest.raises(SharedMemoryRace):
+        RawModule(code=shift, race_check=True).get_function("shift")((1,), (64,), (y,),
+                                                                     shared_mem=256)
+
+
+@pytest.mark.parametrize("name, dtype, code, block", [
+    ("flash_fa2", "bfloat16", "mma.sync.aligned.m16n8k16", None),
+    ("flash", "float16", "wmma::mma_sync", (32, 64))])
+def test_the_tensor_core_instructions_are_counted(rng, name, dtype, code, block):
+    # dense, N a multiple of every tile: Q K^T and P V are N^2 d multiply-adds each, per head,
+    # 2,048 per mma.m16n8k16 and 4,096 per 16 x 16 x 16 WMMA product
+    from ioattn.gpu.emulator import counting_sites
+
+    N, d, heads = 128, 64, 2
+    Q, K, V = (rng.standard_normal((heads, N, d)) for _ in range(3))
+    with counting_sites():
+        r = gpu.run(name, Q, K, V, dtype=dtype, block=block, backend="emulator")
+    (row,) = [c for c in r.accesses if c.space == "tensor"]
+    assert row.code == code and row.accesses == 2 * N * N * d * heads
+    assert row.requests * (2048 if code.startswith("mma") else 4096) == row.accesses
+    assert not gpu.run(name, Q, K, V, dtype=dtype, block=block, backend="emulator").accesses

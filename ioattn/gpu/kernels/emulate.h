@@ -15,10 +15,14 @@
 //   * shared memory and every array argument end at a guard page: an out-of-bounds access stops
 //     the launch with an error naming the buffer (see Guarded below).
 // What it cannot show: timing, occupancy, and the behaviour of races that happen to be harmless
-// in the orders it tries. The race-check build also counts, per instruction site, the
+// in the orders it tries. The race-check and counting builds also count, per instruction site, the
 // shared-memory wavefronts (bank conflicts) and global sectors of every warp request (see
 // "Warp-level access counts" below); WMMA loads and stores are counted as 16-byte row accesses
 // (see count_tile), ldmatrix and cp.async as the hardware makes them.
+//
+// The counting build (-DIOATTN_RACECHECK with the runtime compiled -DIOATTN_COUNT_ONLY) is the
+// race-check build without the race check: the same instrumentation, counts and bounds checks,
+// none of the per-byte records below, so it raises no race and costs less.
 //
 // The race check (a build with -DIOATTN_RACECHECK, ioattn/gpu/emulator.py) finds those too: the
 // kernel is compiled with g++ -fsanitize=thread, which calls __tsan_read4(p), __tsan_write8(p),
@@ -170,6 +174,9 @@ struct Runtime {
     std::vector<unsigned __int128> rows;     // ldmatrix: each lane's row
     std::vector<std::array<uint32_t, 12>> frags;   // mma: each lane's A, B, C registers
     std::vector<Guarded> globals;            // the launch's array arguments (emulator.py)
+    // Tensor-core instructions, one per warp (counted by its lane 0): mma.sync m16n8k16,
+    // m16n8k8, wmma::mma_sync, and the multiply-adds of the wmma ones (m n k each).
+    uint64_t mma[4] = {0, 0, 0, 0};
 
     ~Runtime() { for (char* s : stacks) delete[] s; }
 };
@@ -681,6 +688,10 @@ void mma_sync(fragment<accumulator, m, n, k, TC, void>& d,
               const fragment<matrix_b, m, n, k, TB, LB>& b,
               const fragment<accumulator, m, n, k, TC, void>& c) {
     ioattn_emu::warp_barrier();
+    if (ioattn_emu::me().lane == 0) {
+        ioattn_emu::rt().mma[2] += 1;
+        ioattn_emu::rt().mma[3] += uint64_t(m) * n * k;
+    }
     TC out[m * n];
     for (int r = 0; r < m; ++r)
         for (int col = 0; col < n; ++col) {
@@ -828,6 +839,7 @@ void mma_model(float (&d)[4], const unsigned* a, const unsigned* b, const float 
     if (r.frags.size() < r.fibers.size()) r.frags.resize(r.fibers.size());
     warp_barrier();
     check_full_warp("mma.sync");
+    if (f.lane == 0) r.mma[k == 16 ? 0 : 1] += 1;
     std::array<uint32_t, 12>& mine = r.frags[f.index];
     for (int i = 0; i < na; ++i) mine[i] = a[i];
     for (int i = 0; i < nb; ++i) mine[4 + i] = b[i];
@@ -934,6 +946,14 @@ inline void cp_async_wait_all() {        // cp.async.commit_group, then wait_gro
     }
 
 extern "C" void ioattn_emu_set_reverse(int reverse) { ioattn_emu::rt().reverse = reverse != 0; }
+
+// The tensor-core counts since the last reset (Runtime::mma), into out[0..3]; then reset if asked.
+extern "C" void ioattn_emu_mma(unsigned long long* out, int reset) {
+    for (int i = 0; i < 4; ++i) {
+        out[i] = ioattn_emu::rt().mma[i];
+        if (reset) ioattn_emu::rt().mma[i] = 0;
+    }
+}
 
 // The array arguments of the next launch, each in guarded memory (emulator.py copies an array
 // in before the launch and back after it): ioattn_emu_guard returns where argument `arg` of
@@ -1146,7 +1166,7 @@ struct Rec {
 struct Site {                         // one (site, space) total
     uint64_t site;
     int32_t shared;
-    uint64_t requests, wavefronts, sectors, accesses;
+    uint64_t requests, wavefronts, sectors, accesses, bytes;
 };
 
 struct Buffer { uintptr_t lo; size_t bytes; int arg; };
@@ -1213,7 +1233,7 @@ Site& site_of(uint64_t site, int shared) {
         cap_sites = cap_sites ? 2 * cap_sites : 64;
         sites = static_cast<Site*>(std::realloc(sites, cap_sites * sizeof(Site)));
     }
-    sites[n_sites] = Site{site, shared, 0, 0, 0, 0};
+    sites[n_sites] = Site{site, shared, 0, 0, 0, 0, 0};
     return sites[n_sites++];
 }
 
@@ -1271,6 +1291,7 @@ void flush() {
             Site& s = site_of(recs[i].site & ~(1ull << 63), shared);
             s.requests += 1;
             s.accesses += j - i;
+            for (size_t q = i; q < j; ++q) s.bytes += recs[q].size;
             if (shared) s.wavefronts += wavefronts(recs + i, recs + j);
             else s.sectors += sectors(recs + i, recs + j);
             i = j;
@@ -1315,6 +1336,9 @@ inline void access(const volatile void* p, size_t len, int kind, uint64_t site =
         }
         return;
     }
+#ifdef IOATTN_COUNT_ONLY
+    return;                           // the counting build: counts and bounds, no race check
+#endif
     if (off >= C.size || C.cur < 0 || C.full) return;
     if (C.mode == ATOMICS) kind = ATOMIC;
     const int w = C.cur / 32;
@@ -1355,7 +1379,11 @@ void ioattn_race_launch(const unsigned* block, void* shared, size_t bytes, const
                         const void* hi) {
     C.lo = uintptr_t(lo), C.hi = uintptr_t(hi), C.bytes = bytes;
     C.oob[0] = 0;
+#ifdef IOATTN_COUNT_ONLY
+    if (false) {                      // the counting build keeps no shadow
+#else
     if (3 * bytes > C.capacity) {
+#endif
         std::free(C.shadow);
         C.shadow = static_cast<Summary*>(std::calloc(3 * bytes, sizeof(Summary)));
         C.capacity = C.shadow ? 3 * bytes : 0;
@@ -1425,7 +1453,7 @@ void ioattn_race_site(size_t i, uint64_t* out) {      // site, shared, requests,
     Dl_info info;                                     // the site as an offset in the library
     out[0] = dladdr(reinterpret_cast<void*>(s.site), &info) && info.dli_fbase
                  ? s.site - uint64_t(uintptr_t(info.dli_fbase)) : s.site; out[1] = uint64_t(s.shared); out[2] = s.requests; out[3] = s.wavefronts;
-    out[4] = s.sectors; out[5] = s.accesses;
+    out[4] = s.sectors; out[5] = s.accesses; out[6] = s.bytes;
 }
 
 int ioattn_race_out_of_bounds(char* out, size_t len) {
