@@ -71,9 +71,10 @@ class GPUResult:
     heads: int = 1
     dtype: str = "float32"
     backend: str = "cuda"
-    #: With ``backend="emulator-racecheck"``: every kernel's warp-level requests per instruction
-    #: site (:class:`ioattn.gpu.emulator.SiteCount`: shared-memory wavefronts, global sectors)
-    #: of the last launch; empty on the other backends.
+    #: With ``backend="emulator-racecheck"``, or ``"emulator"`` inside
+    #: :func:`ioattn.gpu.emulator.counting_sites`: every kernel's warp-level requests per
+    #: instruction site (:class:`ioattn.gpu.emulator.SiteCount`: shared-memory wavefronts,
+    #: global sectors, tensor-core instructions) of the last launch; empty otherwise.
     accesses: tuple = ()
 
 
@@ -87,7 +88,7 @@ class GPUBackwardResult:
     plan: Plan
     heads: int = 1
     backend: str = "cuda"
-    #: As :attr:`GPUResult.accesses`: every kernel's per-site requests (race check only).
+    #: As :attr:`GPUResult.accesses`: every kernel's per-site requests.
     accesses: tuple = ()
 
 

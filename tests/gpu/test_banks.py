@@ -109,7 +109,14 @@ def test_the_table_lists_every_kernel():
     assert kernels == {"flash_fwd_f32", "flash_fwd_f16", "square_tiling_scores",
                        "square_tiling_output",
                        "standard_product", "standard_softmax_rows", "standard_softmax_strips",
-                       "flash_backward_preprocess", "flash_backward", "flash_fa2_f16_d64"}
+                       "flash_backward_preprocess", "flash_backward", "flash_fa2_f16_d64",
+                       "flash_fa2_bwd_prep_f16", "flash_fa2_bwd_f16_d64", "decode_split_f32",
+                       "decode_merge"}
+    # every kernel file has a launch in the table
+    from ioattn.gpu.sources import files, kernel_names
+
+    for f in files():
+        assert kernels & set(kernel_names(f)), f
 
 
 @pytest.mark.parametrize("B_c, most", [(32, 1), (64, 1), (96, 1), (33, 1), (16, 2), (24, 2),
