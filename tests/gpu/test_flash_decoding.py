@@ -464,8 +464,16 @@ def test_the_benchmark_predicts_from_the_counted_bytes(capsys):
     t = decoding_terms(32, 8, 1, 4096, 128, B_c=64, P_s=16, S=17)
     half = bench.row("GQA 32/8", 32, 8, 1, 4096, 1, dtype="bfloat16")
     assert half["bytes"] == r["bytes"] - 2 * (t["Q"] + t["KV"])
-    mqa = bench.row("MQA 32/1", 32, 1, 4, 32768, 1)     # g N_q = 128 rows: past the ridge
-    assert all(mqa["compute_bound"].values())
+    mqa = bench.row("MQA 32/1", 32, 1, 4, 32768, 1)     # g N_q = 128 rows: past the ridge,
+    assert mqa["us"]["T4"] is None                      # and more than a T4's block holds
+    assert all(mqa["compute_bound"][g] for g in ("A100", "H100", "H200"))
+    # a prefill chunk of 64 rows where g N_q fits a block: multi-head only at d = 128, past the
+    # ridge, and not on a T4 (61 rows a block)
+    assert ("MHA 32/32", 32, 32, 64, 4096, 1) in bench.cases()
+    assert not any(c[3] == 64 and c[0] != "MHA 32/32" for c in bench.cases())
+    chunk = bench.row("MHA 32/32", 32, 32, 64, 4096, 1)
+    assert chunk["us"]["T4"] is None and chunk["bytes_per_token"] == chunk["bytes"] // 64
+    assert all(chunk["compute_bound"][g] for g in ("A100", "H100", "H200"))
     assert bench.main(["--dtype", "float16"]) == 0 and "in float16" in capsys.readouterr().out
     assert bench.main([]) == 0
     out = capsys.readouterr().out.splitlines()
