@@ -420,6 +420,9 @@ def test_on_the_gpu(rng):
               backend="cuda")
     check(rng, batch=1, H_q=8, H_kv=1, N_q=7, N_k=333, d=64, B_c=32, P_s=24, S=5, causal=True,
           backend="cuda")
+    # a causal chunk of 64 rows per head (at d = 64 within even a Turing block)
+    check(rng, batch=2, H_q=8, H_kv=8, N_q=64, N_k=500, d=64, P_s=24, S=3, causal=True,
+          backend="cuda")
     for dtype in ("float16", "bfloat16"):
         check(rng, batch=2, H_q=32, H_kv=8, N_q=2, N_k=777, d=128, P_s=16, S=3, causal=True,
               dtype=dtype, backend="cuda")
