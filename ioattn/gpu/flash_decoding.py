@@ -176,10 +176,11 @@ def decode_plan(H_q: int, H_kv: int, N_q: int, N_k: int, d: int, *, B_c: int | N
     (``P_s`` when the page is larger), halved until the block fits in ``budget``.
 
     The ``R = g N_q`` stacked rows of a group must fit one block: at most :func:`max_rows` at
-    the tiles tried (given ``B_c``, or the halvings of the default), which with ``d = 128`` is
-    61 rows in a Turing block (64 KiB), 157 in an Ampere one (163 KiB) and 219 in a Hopper one
-    (227 KiB); a larger ``R`` raises :class:`~ioattn.gpu.plans.SharedMemoryExceeded` naming that
-    limit and the chunk length that fits.
+    the tiles tried (given ``B_c``, or the halvings of the default), which with ``d = 128`` and a
+    contiguous cache is 61 rows in a Turing block (64 KiB), 157 in an Ampere one (163 KiB) and
+    219 in a Hopper one (227 KiB); a larger ``R`` raises
+    :class:`~ioattn.gpu.plans.SharedMemoryExceeded` naming that limit and the chunk length that
+    fits.
     """
     H_q, H_kv, N_q, N_k, d = (as_count(v, n) for v, n in
                               ((H_q, "H_q"), (H_kv, "H_kv"), (N_q, "N_q"), (N_k, "N_k"), (d, "d")))

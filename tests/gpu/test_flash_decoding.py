@@ -319,7 +319,8 @@ def test_the_limits_of_a_chunk_of_64_rows():
 
 def test_too_many_rows_are_refused_before_the_launch():
     # the emulator's 227 KiB: g = 4 heads of 64 rows at d = 128 are 256 > 204 rows (a tile
-    # stages whole pages of 16 rows); with g = 300 not even one row per head fits; S = 500 splits of 64 rows overflow the merge's m and l
+    # stages whole pages of 16 rows); with g = 300 not even one row per head fits; S = 500
+    # splits of 64 rows overflow the merge's m and l
     Q, K, V, table = _inputs(H_q=8, H_kv=2, N_q=64, N_k=100, d=128, P_s=16)
     with pytest.raises(SharedMemoryExceeded, match=r"4 x 64 = 256 stacked rows.*R = 204 .*at "
                                                    r"most 51 query rows per head"):
