@@ -227,6 +227,8 @@ def decode_plan(H_q: int, H_kv: int, N_q: int, N_k: int, d: int, *, B_c: int | N
                    f"heads per key/value head), or run ioattn.gpu.run('flash', ...) per head")
         else:
             fix = "the cache tile alone fills the block: use a smaller B_c or page size"
+        if B_c is not None and limit > 0:
+            fix += " (or a smaller B_c, which leaves more room for rows)"
         raise SharedMemoryExceeded(
             f"decode: the g N_q = {g} x {N_q} = {R} stacked rows of a group need "
             f"{ENTRY * the_plan.footprint} bytes of shared memory per block at d = {d} with "

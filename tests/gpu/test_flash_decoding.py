@@ -315,6 +315,10 @@ def test_the_limits_of_a_chunk_of_64_rows():
     decode_plan(8, 1, 64, 4096, 16, P_s=16, budget=B["sm_90"])
     with pytest.raises(SharedMemoryExceeded, match="R = 61 .*at most 61 query rows per head"):
         decode_plan(8, 8, 64, 4096, 128, budget=B["sm_75"])
+    # a given tile: the limit at that tile, and the hint that a smaller one holds more rows
+    with pytest.raises(SharedMemoryExceeded, match=r"R = 43 \(max_rows, with B_c = 16\).*at "
+                                                   r"most 43 query rows.*or a smaller B_c"):
+        decode_plan(8, 8, 64, 4096, 128, B_c=16, budget=B["sm_75"])
 
 
 def test_too_many_rows_are_refused_before_the_launch():
@@ -400,7 +404,8 @@ def test_sizes_the_kernel_does_not_take():
         gpu.decode(Q, K, V, table, 2, causal=True, backend=EMU)
     with pytest.raises(ValueError, match="d <= 256"):
         decode_plan(1, 1, 1, 10, 257, budget=1 << 20)
-    with pytest.raises(SharedMemoryExceeded, match="need .* bytes of shared memory.*B_c = 64"):
+    with pytest.raises(SharedMemoryExceeded, match="need .* bytes of shared memory.*B_c = 64.*"
+                                                   "R = 0 .*tile alone.*smaller B_c"):
         decode_plan(8, 1, 16, 4096, 256, B_c=64, budget=48 * 1024)
     with pytest.raises(ValueError, match=f"at most {MAX_GRID_Y} batch"):
         decode_plan(1, 1, 1, 10, 8, batch=MAX_GRID_Y + 1, budget=1 << 20)
