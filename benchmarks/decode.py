@@ -1,9 +1,11 @@
 """The decoding kernel's predicted time per step, from its counted bytes: prints a table.
 
 For a few model shapes (one attention layer: ``H_q`` query heads, ``H_kv`` key/value heads,
-``d = 128``), caches of ``N_k`` rows in pages of 16, a decoding step (``N_q = 1``) or a
-speculative verification of 4 tokens, and a batch of 1 or 16 sequences, the kernel's plan
-(:func:`ioattn.gpu.flash_decoding.decode_plan`: tiles of 64 keys) is counted by
+``d = 128``), caches of ``N_k`` rows in pages of 16, a decoding step (``N_q = 1``), a
+speculative verification of 4 tokens, and a batch of 1 or 16 sequences, and a prefill chunk of
+:data:`CHUNK` rows where its ``g N_q`` stacked rows fit a block
+(:func:`ioattn.gpu.flash_decoding.max_rows`), the kernel's plan
+(:func:`ioattn.gpu.flash_decoding.decode_plan`: tiles of 64 keys, fewer for a chunk) is counted by
 :func:`ioattn.decoding.decoding_cost`, the closed form the emulator's count equals (tests/gpu/
 test_flash_decoding.py). ``S`` splits the cache so that the step has at least 132 blocks (an H100's SMs)
 where the cache allows. The bytes are 4 an entry (the kernel reads and writes float32, and its
@@ -11,16 +13,17 @@ block-table entries are int32); with ``--dtype float16`` or ``bfloat16``, ``Q`` 
 take 2 bytes an entry, the partials and ``O`` staying float32. The predicted time is the larger
 of the roofline's two terms (:func:`ioattn.roofline.terms`: bytes over the HBM bandwidth,
 float32 operations over the CUDA-core peak), on each GPU of :mod:`ioattn.gpus`; a ``*`` marks a
-time set by the operations. The plan and ``S`` are the ones an H100 (227 KiB of shared memory
-per block) runs, the bytes the same on every GPU.
+time set by the operations, a ``-`` a GPU whose block cannot hold the ``g N_q`` rows (a T4's
+64 KiB hold 61 at ``d = 128``). The plan and ``S`` are the ones an H100 (227 KiB of shared
+memory per block) runs, the bytes the same on every GPU.
 
 A step does about ``g N_q / 2`` float32 operations per byte of a float32 cache it reads
 (``4 g N_q d`` operations per key against ``2 d`` entries of 4 bytes; ``g N_q`` in 16 bits),
 under the CUDA-core ridge of these GPUs
 (about 10 to 25 operations per byte) while the ``g N_q`` stacked rows are few: there decoding
 is bound by reading the cache and the time is the bytes over the bandwidth. Multi-query heads
-and speculation stack more rows (``g N_q = 32``, ``128`` here) and cross the ridge: the table
-shows where.
+and speculation stack more rows (``g N_q = 32``, ``128`` here, ``64`` for a chunk of
+multi-head attention) and cross the ridge: the table shows where.
 
 ``python benchmarks/decode.py`` prints the table; with ``--measure`` on a machine with a CUDA GPU
 it also times the kernel there (median of 20 launches after 3 untimed ones; ``-`` where the
@@ -41,6 +44,8 @@ from ioattn.algorithms.base import ceil_div  # noqa: E402
 from ioattn.decoding import decoding_cost, decoding_flops, decoding_terms  # noqa: E402
 from ioattn.gpu.backend import EMULATED_SHARED_MEMORY  # noqa: E402
 from ioattn.gpu.flash_decoding import decode_plan  # noqa: E402
+from ioattn.gpu.plans import SharedMemoryExceeded  # noqa: E402
+from ioattn.gpus import GPUS as GPU_SPECS  # noqa: E402
 from ioattn.roofline import terms  # noqa: E402
 
 GPUS = ("T4", "A100", "H100", "H200")
@@ -49,9 +54,20 @@ MODELS = [("GQA 32/8", 32, 8), ("GQA 64/8", 64, 8), ("MHA 32/32", 32, 32), ("MQA
 D = 128
 P_S = 16
 BLOCKS = 132
+#: The rows of a prefill chunk (with a batch of 1), decoded where its ``g N_q`` rows fit a block.
+CHUNK = 64
 ENTRY_BYTES = 4
 #: Bytes of an entry of ``Q`` and the cache in each storage precision of the kernel.
 WIDTH = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def fits(H_q, H_kv, N_q, budget=EMULATED_SHARED_MEMORY) -> bool:
+    """Whether the ``g N_q`` stacked rows fit one block at ``d = 128`` (pages of 16)."""
+    try:
+        decode_plan(H_q, H_kv, N_q, 4096, D, P_s=P_S, budget=budget)
+    except SharedMemoryExceeded:
+        return False
+    return True
 
 
 def cases():
@@ -59,7 +75,8 @@ def cases():
     out = []
     for label, H_q, H_kv in MODELS:
         for N_k in (4096, 32768):
-            for N_q, batch in ((1, 1), (1, 16), (4, 1)):
+            shapes = [(1, 1), (1, 16), (4, 1)] + ([(CHUNK, 1)] if fits(H_q, H_kv, CHUNK) else [])
+            for N_q, batch in shapes:
                 out.append((label, H_q, H_kv, N_q, N_k, batch))
     return out
 
@@ -77,6 +94,9 @@ def row(label, H_q, H_kv, N_q, N_k, batch, budget=EMULATED_SHARED_MEMORY, dtype=
     flops = decoding_flops(H_q, N_q, N_k, D, batch=batch)
     us, compute_bound = {}, {}
     for gpu in GPUS:
+        if not fits(H_q, H_kv, N_q, budget=GPU_SPECS[gpu].shared_per_block):
+            us[gpu] = compute_bound[gpu] = None        # the rows do not fit this GPU's block
+            continue
         memory, compute = terms(nbytes, flops, gpu=gpu, dtype="float32")
         us[gpu] = 1e6 * max(memory, compute)
         compute_bound[gpu] = compute > memory
@@ -144,7 +164,8 @@ def main(argv=None) -> int:
         r = row(*case, dtype=args.dtype)
         cells = [r["model"], r["N_q"], r["N_k"], r["batch"], r["B_c"], r["S"],
                  f"{r['bytes']:,}", f"{r['bytes_per_token']:,}",
-                 *(f"{r['us'][g]:.1f}{'*' if r['compute_bound'][g] else ''}" for g in GPUS)]
+                 *("-" if r["us"][g] is None else
+                   f"{r['us'][g]:.1f}{'*' if r['compute_bound'][g] else ''}" for g in GPUS)]
         if args.measure:
             cells.append(_measured(r, args.dtype))
         print("| " + " | ".join(str(c) for c in cells) + " |")

@@ -3,7 +3,8 @@ counted.
 
 :func:`decode` computes ``softmax(scale Q K^T) V`` for a few query rows per head against a
 key/value cache, as a decoding step (``N_q = 1``), a speculative verification or a prefill chunk
-(``N_q`` up to :data:`MAX_N_Q`) does. The schedule is the counted model of
+does, as long as the ``R = g N_q`` rows of a group fit one block's shared memory
+(:func:`max_rows`). The schedule is the counted model of
 :func:`ioattn.decoding.decoding_cost` with ``grouping="stacked"``:
 
 - **grouped heads**: one thread block per key/value head (and split) serves the ``g = H_q /
@@ -38,15 +39,10 @@ from .api import MAX_D, Launch, _scale, to_storage
 from .backend import BACKENDS, Backend, get_backend
 from .plans import ENTRY, MAX_GRID_Y, SharedMemoryExceeded
 
-__all__ = ["KERNELS", "MAX_N_Q", "DecodePlan", "DecodeResult", "decode", "decode_plan", "footprint",
-           "layout", "prepare_decode"]
+__all__ = ["KERNELS", "DecodePlan", "DecodeResult", "decode", "decode_plan", "footprint", "layout",
+           "max_rows", "prepare_decode"]
 
 FILE = "flash_decoding.cu"
-
-#: The most query rows per head the kernel takes: a decoding step, a speculative verification
-#: or a short chunk. Every row of a group is held in shared memory with its scores, so longer
-#: chunks are prefill and belong to the flash kernels.
-MAX_N_Q = 16
 
 #: The key-tile sizes tried, largest first, when ``B_c`` is not given.
 DEFAULT_B_C = 64
@@ -89,6 +85,22 @@ def footprint(R: int, d: int, B_c: int, rows: int, pages: int) -> int:
     :func:`row_stride`. ``B_c`` is at most ``N_k`` here (a larger tile holds ``N_k`` keys)."""
     ld = row_stride(d)
     return R * ld + 2 * rows * ld + R * d + R * B_c + 3 * R + pages
+
+
+def max_rows(d: int, B_c: int, rows: int, pages: int, budget: int) -> int:
+    """The most stacked rows ``R = g N_q`` a ``decode_split`` block holds in ``budget`` bytes of
+    shared memory, with tiles of ``B_c`` keys (at most ``N_k``) staging ``rows`` cache rows and
+    ``pages`` table entries (:func:`layout`); 0 when not even one row fits.
+
+    The kernel maps rows to threads by strided loops (an entry of the scores or of ``O`` a
+    thread at a time, a warp a row in the softmax), so no per-thread state grows with ``R``:
+    shared memory alone bounds it. :func:`footprint` is ``R (ld + d + B_c + 3)`` for the rows
+    (``Q_s``, ``O_s``, the scores, ``m``, ``l``, ``alpha``) plus ``2 rows ld + pages`` for the
+    tile, so the limit is the floor of what the tile leaves over the entries of a row.
+    """
+    ld = row_stride(d)
+    left = budget // ENTRY - 2 * rows * ld - pages
+    return max(0, left // (ld + d + B_c + 3))
 
 
 @dataclass(frozen=True)
@@ -161,17 +173,21 @@ def decode_plan(H_q: int, H_kv: int, N_q: int, N_k: int, d: int, *, B_c: int | N
                 budget: int) -> DecodePlan:
     """The plan of a launch, with clear errors; ``budget`` is the shared memory per block
     (bytes). Without ``B_c``: 64 keys, or with pages the largest multiple of ``P_s`` up to 64
-    (``P_s`` when the page is larger), halved until the block fits in ``budget``."""
+    (``P_s`` when the page is larger), halved until the block fits in ``budget``.
+
+    The ``R = g N_q`` stacked rows of a group must fit one block: at most :func:`max_rows` at
+    the tiles tried (given ``B_c``, or the halvings of the default), which with ``d = 128`` and a
+    contiguous cache is 61 rows in a Turing block (64 KiB), 157 in an Ampere one (163 KiB) and
+    219 in a Hopper one (227 KiB); a larger ``R`` raises
+    :class:`~ioattn.gpu.plans.SharedMemoryExceeded` naming that limit and the chunk length that
+    fits.
+    """
     H_q, H_kv, N_q, N_k, d = (as_count(v, n) for v, n in
                               ((H_q, "H_q"), (H_kv, "H_kv"), (N_q, "N_q"), (N_k, "N_k"), (d, "d")))
     batch, S = as_count(batch, "batch"), as_count(S, "S")
     if H_q % H_kv:
         raise ValueError(f"H_kv = {H_kv} must divide H_q = {H_q} (g = H_q / H_kv query heads "
                          "share a key/value head)")
-    if N_q > MAX_N_Q:
-        raise ValueError(f"the decoding kernel takes N_q <= {MAX_N_Q} query rows per head, got "
-                         f"N_q = {N_q}; a longer chunk is a prefill: use "
-                         "ioattn.gpu.run('flash', ...)")
     if d > MAX_D:
         raise ValueError(f"the decoding kernel takes d <= {MAX_D}, got d = {d}")
     if P_s is not None:
@@ -180,7 +196,8 @@ def decode_plan(H_q: int, H_kv: int, N_q: int, N_k: int, d: int, *, B_c: int | N
         if v > MAX_GRID_Y:
             raise ValueError(f"decode: at most {MAX_GRID_Y} {n} per launch (CUDA's limit on "
                              f"gridDim.y and gridDim.z), got {v}")
-    R = (H_q // H_kv) * N_q
+    g = H_q // H_kv
+    R = g * N_q
 
     def make(b_c):
         rows, pages = layout(N_k, b_c, P_s)
@@ -188,20 +205,40 @@ def decode_plan(H_q: int, H_kv: int, N_q: int, N_k: int, d: int, *, B_c: int | N
                           _threads(R, d))
 
     if B_c is not None:
-        the_plan = make(as_count(B_c, "B_c"))
+        tried = [make(as_count(B_c, "B_c"))]
     else:
         b_c = DEFAULT_B_C if P_s is None else \
             (P_s * (DEFAULT_B_C // P_s) if P_s <= DEFAULT_B_C else P_s)
-        the_plan = make(b_c)
-        while ENTRY * the_plan.footprint > budget and b_c > 1:
+        tried = [make(b_c)]
+        while ENTRY * tried[-1].footprint > budget and b_c > 1:
             b_c //= 2
-            the_plan = make(b_c)
-    need = ENTRY * max(the_plan.footprint, the_plan.merge_footprint)
-    if need > budget:
+            tried.append(make(b_c))
+    the_plan = tried[-1]
+    if ENTRY * the_plan.footprint > budget:
+        limit, best = max((max_rows(d, min(p.B_c, N_k), p.rows, p.pages, budget), -p.B_c)
+                          for p in tried)
+        tiles = f"B_c = {-best}" + ("" if P_s is None else f" and pages of P_s = {P_s}")
+        if limit >= g:
+            fix = (f"decode the chunk in parts of at most {limit // g} query rows per head "
+                   f"(each part against the keys it sees), or run a prefill with "
+                   f"ioattn.gpu.run('flash', ...)")
+        elif limit > 0:
+            fix = (f"decode at most {limit} of the group's {g} query heads per call (fewer "
+                   f"heads per key/value head), or run ioattn.gpu.run('flash', ...) per head")
+        else:
+            fix = "the cache tile alone fills the block: use a smaller B_c or page size"
+        if B_c is not None and limit > 0:
+            fix += " (or a smaller B_c, which leaves more room for rows)"
         raise SharedMemoryExceeded(
-            f"decode with B_c = {the_plan.B_c}, P_s = {P_s}, g N_q = {R} rows, d = {d} needs "
-            f"{need} bytes of shared memory per block, but the device allows {budget}: use a "
-            f"smaller B_c, page size, N_q or group")
+            f"decode: the g N_q = {g} x {N_q} = {R} stacked rows of a group need "
+            f"{ENTRY * the_plan.footprint} bytes of shared memory per block at d = {d} with "
+            f"B_c = {the_plan.B_c}, but the device allows {budget}: the most rows a block holds "
+            f"there is R = {limit} (max_rows, with {tiles}): {fix}")
+    if ENTRY * the_plan.merge_footprint > budget:
+        raise SharedMemoryExceeded(
+            f"decode: the merge holds m and l of S x g N_q = {S} x {R} rows, "
+            f"{ENTRY * the_plan.merge_footprint} bytes of shared memory per block, but the "
+            f"device allows {budget}: use at most {budget // (2 * ENTRY * R)} splits")
     if S > the_plan.T:
         raise ValueError(f"S = {S} splits of T = ceil(N_k / B_c) = {the_plan.T} tiles: need "
                          f"1 <= S <= T")
@@ -401,8 +438,8 @@ def decode(Q, K_pages, V_pages, table, N_k, *, S: int = 1, B_c: int | None = Non
     Parameters
     ----------
     Q : array_like
-        ``(batch, H_q, N_q, d)`` or, for one sequence, ``(H_q, N_q, d)``; ``N_q <=``
-        :data:`MAX_N_Q`, ``d <= 256``.
+        ``(batch, H_q, N_q, d)`` or, for one sequence, ``(H_q, N_q, d)``; ``d <= 256``, and
+        the ``g N_q`` rows of a group at most :func:`max_rows` for the device's shared memory.
     K_pages, V_pages : array_like
         With a ``table``: the pool ``(pages, H_kv, P_s, d)``, each page holding ``P_s``
         consecutive rows of one sequence for every key/value head. With ``table=None``: the
@@ -441,8 +478,9 @@ def decode(Q, K_pages, V_pages, table, N_k, *, S: int = 1, B_c: int | None = Non
     Raises
     ------
     ValueError, TypeError
-        For bad shapes, dtypes, non-finite values, page indices outside the pool, ``N_q`` above
-        :data:`MAX_N_Q`, ``S`` outside ``1 .. T``, or a plan beyond the shared memory.
+        For bad shapes, dtypes, non-finite values, page indices outside the pool, ``S`` outside
+        ``1 .. T``, or a plan beyond the shared memory (more than :func:`max_rows` stacked
+        rows; :class:`~ioattn.gpu.plans.SharedMemoryExceeded`, a ValueError).
     GPUUnavailableError
         With ``backend="cuda"`` and no usable GPU.
     """

@@ -9,9 +9,10 @@ from hypothesis import strategies as st
 
 import ioattn.gpu as gpu
 from ioattn.decoding import decoding_cost
-from ioattn.gpu.flash_decoding import (MAX_N_Q, decode_plan, footprint, layout, prepare_decode,
-                               row_stride)
+from ioattn.gpu.flash_decoding import (KERNELS, decode_plan, footprint, layout, max_rows,
+                                       prepare_decode, row_stride)
 from ioattn.gpu.emulator import OutOfBounds
+from ioattn.gpus import GPUS
 from ioattn.gpu.plans import MAX_GRID_Y, SharedMemoryExceeded
 
 EMU = "emulator"
@@ -129,6 +130,35 @@ def test_named_counts():
     assert (r.plan.rows, r.plan.pages) == (15, 3)
 
 
+# N_q = 64 (a prefill chunk or a long speculation): g in {1, 2, 8 = H_q}, R = 64, 128, 512
+# stacked rows; T = 5 tiles of 16 keys (the last of 6) over N_k = 70, pages of 6 (not dividing
+# the tile, the last ragged), 8 (dividing it) or none; dense and causal, S = 1, 2, 5
+CHUNK_GROUPS = [(2, 2), (4, 2), (8, 1)]
+
+
+@pytest.mark.parametrize("group", CHUNK_GROUPS, ids=[f"g{q // kv}" for q, kv in CHUNK_GROUPS])
+def test_a_chunk_of_64_rows(rng, group):
+    H_q, H_kv = group
+    P_s = {2: 6, 4: None, 8: 8}[H_q]
+    for S, causal in ((1, False), (2, True), (5, True)):
+        r, _ = check(rng, batch=2 if H_kv == 2 else 1, H_q=H_q, H_kv=H_kv, N_q=64, N_k=70,
+                     d=8, B_c=16, P_s=P_s, S=S, causal=causal)
+        assert r.plan.T == 5 and r.plan.R == (H_q // H_kv) * 64
+
+
+def test_named_counts_of_a_chunk_of_64_rows(rng):
+    """g = 2, N_q = 64 (R = 128 rows), N_k = 100, d = 8, B_c = 16, counted by hand. Contiguous,
+    S = 1: 128 * 8 + 2 * 8 * 100 = 2624 reads, 1024 writes. Pages of 6, S = 3: the 7 tiles
+    read pages 0-2, 2-5, 5-7, 8-10, 10-13, 13-15 and the 4 valid rows of page 16: 21 entries and
+    18 + 24 + 18 + 18 + 24 + 18 + 4 = 124 rows, so 3 * 1024 + 16 * 124 + 21 + 3 * 128 * 10 =
+    8917 reads and 3 * 128 * 10 + 1024 = 4864 writes."""
+    r, _ = check(rng, H_q=2, H_kv=1, N_q=64, N_k=100, d=8, B_c=16, causal=True)
+    assert (r.io.reads, r.io.writes) == (2624, 1024)
+    r, _ = check(rng, H_q=2, H_kv=1, N_q=64, N_k=100, d=8, B_c=16, P_s=6, S=3, causal=True)
+    assert (r.io.reads, r.io.writes) == (8917, 4864)
+    assert (r.plan.rows, r.plan.pages) == (24, 4)
+
+
 @pytest.mark.parametrize("d", [6, 12, 128, 256])
 def test_head_dimensions_with_and_without_16_byte_rows(rng, d):
     check(rng, H_q=4, H_kv=2, N_q=2, N_k=45, d=d, B_c=16, P_s=6, S=2, causal=True)
@@ -145,8 +175,7 @@ def test_a_16_bit_cache(rng, dtype, d):
 def test_the_longest_chunk_and_rows_that_see_no_key_of_a_split(rng):
     # N_q = N_k, one key a tile and one tile a split: row i sees keys 0..i, so every split past
     # i writes l = 0 for it, and the merge must weigh those partials 0
-    check(rng, H_q=2, H_kv=1, N_q=MAX_N_Q, N_k=MAX_N_Q, d=8, B_c=1, P_s=3, S=MAX_N_Q,
-          causal=True)
+    check(rng, H_q=2, H_kv=1, N_q=16, N_k=16, d=8, B_c=1, P_s=3, S=16, causal=True)
 
 
 def test_large_logits_stay_finite(rng):
@@ -243,6 +272,89 @@ def test_any_small_shape(N_q, g, H_kv, N_k, d, B_c, P_s, split, causal, batch, s
           d=d, B_c=B_c, P_s=P_s, S=S, causal=causal, scale=0.4)
 
 
+# --- the rows a block holds ---------------------------------------------------------------------
+
+# the shared memory per block of Turing (T4: sm_75), Ampere (A100: sm_80) and Hopper (H100: sm_90)
+ARCH_BUDGETS = {arch: GPUS[name].shared_per_block
+                for arch, name in (("sm_75", "T4"), ("sm_80", "A100"), ("sm_90", "H100"))}
+
+
+@pytest.mark.parametrize("arch", sorted(ARCH_BUDGETS))
+@pytest.mark.parametrize("d", [16, 64, 128, 256])
+def test_the_row_limit_is_exact_and_named(arch, d):
+    """At the limit the default plan fits the block; one row more is refused, naming the limit
+    and a chunk length that fits. The limit is the same for N_q rows of one head and g heads."""
+    budget = ARCH_BUDGETS[arch]
+    limit = max(max_rows(d, b, *layout(4096, b, 16), budget) for b in (64, 32, 16, 8, 4, 2, 1))
+    p = decode_plan(1, 1, limit, 4096, d, P_s=16, budget=budget)
+    assert p.R == limit and 4 * p.footprint <= budget
+    assert 4 * footprint(limit + 1, d, p.B_c, p.rows, p.pages) > budget
+    with pytest.raises(SharedMemoryExceeded,
+                       match=rf"1 x {limit + 1} = {limit + 1} stacked rows.*R = {limit} .*at most "
+                             rf"{limit} query rows per head.*run\('flash'"):
+        decode_plan(1, 1, limit + 1, 4096, d, P_s=16, budget=budget)
+    p = decode_plan(2, 1, limit // 2, 4096, d, P_s=16, budget=budget)
+    assert 4 * p.footprint <= budget
+
+
+def test_the_limits_of_a_chunk_of_64_rows():
+    """N_q = 64 at d = 128: g = 1 and 2 (64, 128 rows) fit Ampere and Hopper blocks, at most 61,
+    157 and 219 rows fit sm_75, sm_80, sm_90 (as decode_plan's docstring says); g = 1 fits
+    Turing from d = 64 down, and at d = 16 g = 8 fits Hopper."""
+    B = ARCH_BUDGETS
+    for arch, want in (("sm_75", 61), ("sm_80", 157), ("sm_90", 219)):
+        assert max(max_rows(128, b, b, 0, B[arch]) for b in (64, 32, 16, 8, 4, 2, 1)) == want
+    for g in (1, 2):
+        for arch in ("sm_80", "sm_90"):
+            p = decode_plan(8 * g, 8, 64, 4096, 128, P_s=16, budget=B[arch])
+            assert p.R == 64 * g and 4 * p.footprint <= B[arch]
+    assert decode_plan(8, 8, 64, 4096, 128, budget=B["sm_90"]).B_c == 64
+    assert decode_plan(16, 8, 64, 4096, 128, budget=B["sm_90"]).B_c == 32
+    assert decode_plan(16, 8, 64, 4096, 128, budget=B["sm_80"]).B_c == 16
+    decode_plan(8, 8, 64, 4096, 64, P_s=16, budget=B["sm_75"])
+    decode_plan(8, 1, 64, 4096, 16, P_s=16, budget=B["sm_90"])
+    with pytest.raises(SharedMemoryExceeded, match="R = 61 .*at most 61 query rows per head"):
+        decode_plan(8, 8, 64, 4096, 128, budget=B["sm_75"])
+    # a given tile: the limit at that tile, and the hint that a smaller one holds more rows
+    with pytest.raises(SharedMemoryExceeded, match=r"R = 43 \(max_rows, with B_c = 16\).*at "
+                                                   r"most 43 query rows.*or a smaller B_c"):
+        decode_plan(8, 8, 64, 4096, 128, B_c=16, budget=B["sm_75"])
+
+
+def test_too_many_rows_are_refused_before_the_launch():
+    # the emulator's 227 KiB: g = 4 heads of 64 rows at d = 128 are 256 > 204 rows (a tile
+    # stages whole pages of 16 rows); with g = 300 not even one row per head fits; S = 500
+    # splits of 64 rows overflow the merge's m and l
+    Q, K, V, table = _inputs(H_q=8, H_kv=2, N_q=64, N_k=100, d=128, P_s=16)
+    with pytest.raises(SharedMemoryExceeded, match=r"4 x 64 = 256 stacked rows.*R = 204 .*at "
+                                                   r"most 51 query rows per head"):
+        gpu.decode(Q, K, V, table, 100, backend=EMU)
+    with pytest.raises(SharedMemoryExceeded, match="R = 219 .*at most 219 of the group's 300"):
+        decode_plan(300, 1, 1, 100, 128, budget=227 * 1024)
+    with pytest.raises(SharedMemoryExceeded, match="merge .* 500 x 64 rows.*at most 454 splits"):
+        decode_plan(1, 1, 64, 1000, 8, B_c=1, S=500, budget=227 * 1024)
+
+
+def test_no_register_spills_for_any_row_count(nvcc):
+    """The rows are a runtime loop bound, so the registers do not grow with R: every kernel
+    compiles for sm_75, sm_80 and sm_90 without spilling, with registers for 256 threads a
+    block (the most _threads plans) within the 64 K of an SM."""
+    import re
+
+    from ioattn.gpu.sources import ARCHS, nvcc_check
+
+    log = nvcc_check("flash_decoding.cu", ARCHS, nvcc=nvcc)
+    found = re.findall(r"Compiling entry function '(\w+)' for '(sm_\d+)'\s+ptxas info\s+: "
+                       r"Function properties for \w+\s+(\d+) bytes stack frame, (\d+) bytes "
+                       r"spill stores, (\d+) bytes spill loads\s+ptxas info\s+: Used (\d+) "
+                       r"registers", log)
+    assert {(k, a) for k, a, *_ in found} == {(k, a) for k in ("decode_merge", *KERNELS.values())
+                                              for a in ARCHS}, log
+    for kernel, arch, stack, stores, loads, registers in found:
+        assert (stack, stores, loads) == ("0", "0", "0"), (kernel, arch)
+        assert 256 * int(registers) <= 65536, (kernel, arch, registers)
+
+
 # --- bad input ---------------------------------------------------------------------------------
 
 def _inputs(batch=1, H_q=4, H_kv=2, N_q=1, N_k=10, d=8, P_s=4):
@@ -287,15 +399,13 @@ def test_bad_input_is_refused_clearly(change, error, match):
 
 
 def test_sizes_the_kernel_does_not_take():
-    Q, K, V, table = _inputs(N_q=MAX_N_Q + 1)
-    with pytest.raises(ValueError, match=f"N_q <= {MAX_N_Q} query rows per head.*flash"):
-        gpu.decode(Q, K, V, table, 10, backend=EMU)
     Q, K, V, table = _inputs(N_q=3, N_k=2, P_s=2)
     with pytest.raises(ValueError, match="N_q = 3 > N_k = 2"):
         gpu.decode(Q, K, V, table, 2, causal=True, backend=EMU)
     with pytest.raises(ValueError, match="d <= 256"):
         decode_plan(1, 1, 1, 10, 257, budget=1 << 20)
-    with pytest.raises(SharedMemoryExceeded, match="needs .* bytes of shared memory"):
+    with pytest.raises(SharedMemoryExceeded, match="need .* bytes of shared memory.*B_c = 64.*"
+                                                   "R = 0 .*tile alone.*smaller B_c"):
         decode_plan(8, 1, 16, 4096, 256, B_c=64, budget=48 * 1024)
     with pytest.raises(ValueError, match=f"at most {MAX_GRID_Y} batch"):
         decode_plan(1, 1, 1, 10, 8, batch=MAX_GRID_Y + 1, budget=1 << 20)
@@ -315,6 +425,9 @@ def test_on_the_gpu(rng):
         check(rng, batch=2, H_q=32, H_kv=8, N_q=1, N_k=1000, d=128, P_s=P_s, S=S,
               backend="cuda")
     check(rng, batch=1, H_q=8, H_kv=1, N_q=7, N_k=333, d=64, B_c=32, P_s=24, S=5, causal=True,
+          backend="cuda")
+    # a causal chunk of 64 rows per head (at d = 64 within even a Turing block)
+    check(rng, batch=2, H_q=8, H_kv=8, N_q=64, N_k=500, d=64, P_s=24, S=3, causal=True,
           backend="cuda")
     for dtype in ("float16", "bfloat16"):
         check(rng, batch=2, H_q=32, H_kv=8, N_q=2, N_k=777, d=128, P_s=16, S=3, causal=True,
@@ -360,8 +473,16 @@ def test_the_benchmark_predicts_from_the_counted_bytes(capsys):
     t = decoding_terms(32, 8, 1, 4096, 128, B_c=64, P_s=16, S=17)
     half = bench.row("GQA 32/8", 32, 8, 1, 4096, 1, dtype="bfloat16")
     assert half["bytes"] == r["bytes"] - 2 * (t["Q"] + t["KV"])
-    mqa = bench.row("MQA 32/1", 32, 1, 4, 32768, 1)     # g N_q = 128 rows: past the ridge
-    assert all(mqa["compute_bound"].values())
+    mqa = bench.row("MQA 32/1", 32, 1, 4, 32768, 1)     # g N_q = 128 rows: past the ridge,
+    assert mqa["us"]["T4"] is None                      # and more than a T4's block holds
+    assert all(mqa["compute_bound"][g] for g in ("A100", "H100", "H200"))
+    # a prefill chunk of 64 rows where g N_q fits a block: multi-head only at d = 128, past the
+    # ridge, and not on a T4 (61 rows a block)
+    assert ("MHA 32/32", 32, 32, 64, 4096, 1) in bench.cases()
+    assert not any(c[3] == 64 and c[0] != "MHA 32/32" for c in bench.cases())
+    chunk = bench.row("MHA 32/32", 32, 32, 64, 4096, 1)
+    assert chunk["us"]["T4"] is None and chunk["bytes_per_token"] == chunk["bytes"] // 64
+    assert all(chunk["compute_bound"][g] for g in ("A100", "H100", "H200"))
     assert bench.main(["--dtype", "float16"]) == 0 and "in float16" in capsys.readouterr().out
     assert bench.main([]) == 0
     out = capsys.readouterr().out.splitlines()

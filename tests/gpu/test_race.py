@@ -98,9 +98,11 @@ FA2_BACKWARD = [
 ]
 # decoding (ioattn.gpu.decode): (batch, H_q, H_kv, N_q, N_k, d, B_c, P_s, S), pages that do not
 # divide the tile and a ragged last page, d with and without 16-byte rows, one split or more,
-# and full warps of keys (the bank-conflict check below)
+# full warps of keys (the bank-conflict check below), and a chunk of N_q = 64 rows for two heads
+# (R = 128 stacked rows, more than the block's threads cover in one pass of the row loops)
 DECODE = [(2, 4, 2, 3, 37, 16, 8, 5, 3, "float32"), (1, 8, 1, 1, 45, 6, 16, None, 1, "float32"),
-          (1, 2, 1, 7, 30, 32, 4, 8, 4, "float16"), (1, 2, 1, 2, 96, 32, 32, 8, 2, "bfloat16")]
+          (1, 2, 1, 7, 30, 32, 4, 8, 4, "float16"), (1, 2, 1, 2, 96, 32, 32, 8, 2, "bfloat16"),
+          (1, 2, 1, 64, 70, 8, 16, 6, 3, "float32")]
 DECODE_KERNELS = {"decode_split_f32", "decode_split_f16", "decode_split_bf16", "decode_merge"}
 
 

@@ -40,6 +40,11 @@
 //   Q_s (R x ld), K_s (rows x ld), V_s (rows x ld), O_s (R x d), P (R x B_c), m, l, alpha (R),
 //   then the tile's table entries (pages ints),
 // where rows and pages are the most rows and pages any tile reads (ioattn.gpu.flash_decoding.layout).
+// Rows map to threads only through loops strided by the block (an entry of Q_s, P or O_s a
+// thread at a time, a row of the softmax a warp at a time), so R is a runtime bound and no
+// register grows with it: the block's shared memory alone limits R (flash_decoding.max_rows),
+// and every row uses each staged K/V tile before the next is read (at d = 128: 61 rows on
+// sm_75, 157 on sm_80, 219 on sm_90, so a chunk of N_q = 64 rows for g <= 2 on the last two).
 #include "ioattn.cuh"
 
 #ifndef IOATTN_EMULATE
