@@ -20,6 +20,11 @@ With ``--M`` (``M=`` of :func:`ioattn.parallel.run`), each rank of ``ring``, ``s
 own cache of ``M`` entries over its memory, and reports the entries between them beside its words.
 Head groups x grid (:func:`usp_grid`) runs :func:`grid` on the ranks that share the heads.
 
+The backward passes: :func:`ring_backward` (ring, striped and zigzag), :func:`all_gather_backward`
+(the gather again, then a ring reduce-scatter of ``dK, dV``) and :func:`usp_backward` (USP and
+its zigzag form: all-to-all in, the ring's backward across the groups, all-to-all back); the
+rings of the first and the last are the same code (:func:`_gradient_ring`).
+
 Zigzag ring attention is :func:`ring` and :func:`ring_backward` on the zigzag layout (the rows
 of the two chunks of each processor, :func:`~ioattn.parallel.layout.rows`): the causal mask is
 applied by the global row indices, so the same code computes exactly the scores it keeps.
