@@ -16,8 +16,10 @@ Two ways to start it:
   closed form. The same command runs across machines with MPICH's ``mpiexec -n P -hosts a,b``.
 
 With ``--M`` (``M=`` of :func:`ioattn.parallel.run`), each rank of ``ring``, ``striped``,
-``zigzag`` and ``all_gather`` attends through a :class:`~ioattn.parallel.two_level.Processor`, its
-own cache of ``M`` entries over its memory, and reports the entries between them beside its words.
+``zigzag``, ``all_gather``, ``usp`` and ``usp_zigzag`` attends through a
+:class:`~ioattn.parallel.two_level.Processor`, its own cache of ``M`` entries over its memory,
+and reports the entries between them beside its words (USP's after its first all-to-all, on the
+group's rows of its heads).
 Head groups x grid (:func:`usp_grid`) runs :func:`grid` on the ranks that share the heads.
 
 The backward passes: :func:`ring_backward` (ring, striped and zigzag), :func:`all_gather_backward`
@@ -342,13 +344,15 @@ def all_gather_backward(cc: Counted, Q, KV, O, dO, L, rows_of, causal: bool, sca
     return dQ, parts[p][0], parts[p][1]
 
 
-def usp(cc: Counted, QKV, N: int, rows_of, shape, causal: bool, scale: float):
+def usp(cc: Counted, QKV, N: int, rows_of, shape, causal: bool, scale: float, M=None):
     """Ulysses x ring [USP] on ``P_u x P_r`` ranks, ``p = r P_u + u`` (the rows of ``rows_of``:
     contiguous, or zigzag across the groups for ``"usp_zigzag"``): an all-to-all within
     group ``r`` gives rank ``p`` the group's rows of its heads; unless ``P_r = 1``, the ranks
     with the same ``u`` pass the group blocks of ``K, V`` round a ring (one message per step,
     sent while the held block is used); a second all-to-all returns the rows of ``O``. ``QKV``
-    is this rank's ``H x 3 x n_p x d`` share.
+    is this rank's ``H x 3 x n_p x d`` share. Returns ``O_p`` and, with ``M``, the
+    :class:`~ioattn.parallel.two_level.Processor` through whose cache of ``M`` entries the
+    group's rows were attended (else None).
 
     References
     ----------
@@ -377,11 +381,22 @@ def usp(cc: Counted, QKV, N: int, rows_of, shape, causal: bool, scale: float):
     l = cc.hold("l", np.zeros((h, N_r)))
     views = {q: slice(at[v], at[v + 1]) for v, q in enumerate(group)}
 
+    local, steps = None, iter(range(P_r))
+    if M is not None:       # the group's rows of Q_r again (the held words), in one cache
+        local = Processor(M, np.concatenate([pieces[q][:, 0] for q in group], axis=1),
+                          block_rows[r], [block_rows[(r - s) % P_r] for s in range(P_r)],
+                          causal, scale)
+
     def fold(K, V, krows) -> int:
+        if local is not None:
+            return local.step(next(steps), K, V)
         return sum(_attend(pieces[q][:, 0], K, V, rows_of[q], krows, causal, scale, out[q],
                            m[:, views[q]], l[:, views[q]]) for q in group)
 
-    if P_r == 1:
+    if P_r == 1 and local is not None:
+        every = np.concatenate([pieces[k][:, 1:3] for k in group], axis=2)   # held words again
+        cc.work.append(fold(every[:, 0], every[:, 1], block_rows[r]))
+    elif P_r == 1:
         cc.work.append(sum(fold(pieces[k][:, 1], pieces[k][:, 2], rows_of[k]) for k in group))
     else:
         cur = cc.hold("K, V", np.empty((2, h, N_r, d)))
@@ -389,14 +404,18 @@ def usp(cc: Counted, QKV, N: int, rows_of, shape, causal: bool, scale: float):
             cur[:, :, views[q]] = pieces[q][:, 1:3].transpose(1, 0, 2, 3)
         _usp_ring(cc, cur, block_rows, P_u, r, u, fold)
         cc.drop("K, V")
+    O_r = None if local is None else local.output()
     for q in group:
-        _finish(out[q], m[:, views[q]], l[:, views[q]])
+        if O_r is None:
+            _finish(out[q], m[:, views[q]], l[:, views[q]])
+        else:
+            out[q][...] = O_r[:, views[q]]
     cc.drop("m", "l", *(f"in {q}" for q in peers))
     O = cc.hold("O", np.empty((H, n, d)))
     O[ho[u]:ho[u + 1]] = out[p]
     cc.exchange([(q, out[q]) for q in peers],
                 [(q, O[ho[q % P_u]:ho[q % P_u + 1]]) for q in peers], tag=1)
-    return O
+    return O, local
 
 
 def usp_backward(cc: Counted, X, N: int, rows_of, shape, causal: bool, scale: float):
@@ -551,7 +570,9 @@ def run_job(job: dict, comm) -> dict | None:
     cc = Counted(comm)
     M = job.get("M")
     local = None
-    if M is not None:
+    if M is not None and name in ("usp", "usp_zigzag"):
+        M = check_M(name, d, M, backward)              # the Processor is made after the all-to-all
+    elif M is not None:
         M = check_M(name, d, M, backward)
         _, ksteps = key_steps(name, N, P)
         local = Processor(M, np.ascontiguousarray(full["Q"][:, mine]), mine, ksteps[p], causal,
@@ -581,7 +602,8 @@ def run_job(job: dict, comm) -> dict | None:
         elif name == "usp_grid":
             out = (usp_grid(cc, QKV, N, rows_of, shape, causal, scale),)
         else:
-            out = (usp(cc, QKV, N, rows_of, shape, causal, scale),)
+            O, local = usp(cc, QKV, N, rows_of, shape, causal, scale, M)
+            out = (O,)
     else:
         Q = cc.hold("Q", take(full["Q"]))
         KV = cc.hold("K, V", np.ascontiguousarray(np.stack([take(full["K"]), take(full["V"])])))
@@ -661,7 +683,7 @@ def _cli(argv, comm) -> None:
                    "P_u x P_a x P_b (or P_u x P_r) for usp_grid, e.g. 2x4")
     p.add_argument("--M", type=int, help="a cache of M entries in every process: also count "
                    "the entries between its memory and its cache (ring, striped, zigzag, "
-                   "all_gather)")
+                   "all_gather, usp, usp_zigzag)")
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
     grid_ = tuple(int(x) for x in a.grid.lower().split("x")) if a.grid else None
