@@ -350,6 +350,11 @@ def test_parallel_backward_schemes(capsys):
             assert name in ("all_to_all", "grid", "usp_grid")
             assert " ".join(cells) == "— does not apply: no backward pass", (P, name)
     assert {n for _, n in got} - set(WITH_BACKWARD) == {"all_to_all", "grid", "usp_grid"}
+    with pytest.raises(SystemExit):
+        main(["parallel", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "--backward the backward pass (ring, striped and zigzag ring attention, the " \
+        "all-gather of K, V and USP; all-to-all and the grids have none)" in help_text
 
 
 def test_parallel_overlap_column(capsys):
