@@ -902,7 +902,7 @@ def test_the_panel_of_every_scheme_names_the_fewest_words():
     says which have no backward pass, and the legend says which lines lie on an earlier
     one."""
     from ioattn.parallel import NAMES as PNAMES
-    from ioattn.parallel import cost
+    from ioattn.parallel import WITH_BACKWARD, cost
 
     c = across(4096, 64, [1, 2, 16], names=PNAMES)
     assert c["names"] == list(PNAMES)
@@ -912,8 +912,13 @@ def test_the_panel_of_every_scheme_names_the_fewest_words():
                            "busiest processor, as Ulysses × ring (USP), Ulysses × zigzag "
                            "ring and head groups × grid do;"), text
     back = parallel_words(across(4096, 64, [1, 2, 16], names=PNAMES, backward=True), 2)
-    assert back.endswith("; all-to-all, the 2D grid, the all-gather of K, V, Ulysses × ring "
-                         "(USP), Ulysses × zigzag ring and head groups × grid have no backward "
+    # backward: USP (16 x 1 here) moves the fewest words of those with a backward pass
+    least = min(cost(n, 4096, 64, 16, heads=16, backward=True).max_traffic
+                for n in WITH_BACKWARD)
+    assert cost("usp", 4096, 64, 16, heads=16, backward=True).max_traffic == least
+    assert back.startswith(f"At P = 16: Ulysses × ring (USP) moves the fewest words, {least:,} "
+                           "on the busiest processor, as Ulysses × zigzag ring does;"), back
+    assert back.endswith("; all-to-all, the 2D grid and head groups × grid have no backward "
                          "pass here."), back
     legend = static_parallel_explorer(4096, ds=(64,), Ns=(4096,), names=PNAMES)
     assert "zigzag ring attention (the words of ring attention)" in legend

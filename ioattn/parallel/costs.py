@@ -84,6 +84,18 @@ and holds the whole of ``K, V``::
     sent_p = 2dH n_p (P - 1),   received_p = 2dH (N - n_p),   messages_p = P - 1,
     memory_p = (4d + 2) H n_p + 2dH (N - n_p).
 
+Its backward pass (``backward=True``) gathers ``K, V`` again the same way, adds to ``dQ_p`` and
+to a partial ``dK_j, dV_j`` of every block ``j`` (``2dH N`` words), and ends with the ring
+reduce-scatter of NCCL: ``P - 1`` steps, at step ``s`` processor ``p`` passes its running sum of
+block ``p - s - 1`` to ``p + 1`` and adds its own partial of block ``p - s - 2`` to the sum that
+arrives from ``p - 1``, so after the last step it holds the whole of block ``p``::
+
+    sent_p = 2dH n_p (P - 1) + 2dH (N - n_p),   received_p = 2dH (N - n_p) + 2dH (N - n_{p-1}),
+    messages_p = 2 (P - 1),
+    memory_p = (6d + 2) H n_p + 2dH N + 2dH max(N - n_p, n_{p-s-2} for s < P - 1),
+
+(the gathered blocks are let go before the reduce-scatter, whose buffer holds one sum).
+
 ``"usp"`` -- Ulysses x ring [USP]_ on ``P = P_u P_r`` processors (``grid = (P_u, P_r)``, default
 :func:`~.layout.usp_shape`), contiguous rows, ``p = r P_u + u``: the ``P_u`` processors of group
 ``r`` share its ``N_r`` rows and split the heads (``h_u`` of :func:`~.layout.shares` ``(H, P_u)``,
@@ -99,11 +111,27 @@ At ``P_r = 1`` these are all-to-all's counts, at ``P_u = 1`` the ring's (the mem
 ``P_r = 1``; at ``P_u = 1`` the ring's plus the ``2dH n_p`` words of the block of ``K, V`` copied
 out of the packed ``Q, K, V`` it starts from).
 
+Its backward pass computes ``D = rowsum(dO o O)`` on the processor's own rows first (a row's
+``D`` needs only that row), so the first all-to-all moves ``Q, K, V, dO, L, D``, ``4d + 2``
+words a row and head, and ``O`` stays; the ring's backward runs across the groups on the group
+blocks (``K_j, V_j, dK_j, dV_j`` travelling, ``dK, dV`` sent home at the end); the second
+all-to-all returns the rows of ``dQ, dK, dV``::
+
+    sent_p = (4d + 2) n_p (H - h_u) + 4d h_u (N - N_{r+1}) + 2d h_u N_{r+1} + 3d h_u (N_r - n_p),
+    received_p = (4d + 2) h_u (N_r - n_p) + 4d h_u (N - N_r) + 2d h_u N_r + 3d n_p (H - h_u),
+    messages_p = 2 (P_u - 1) + P_r,
+
+with the ring's terms (and its ``P_r`` messages) absent at ``P_r = 1``. Its memory: beside the
+``(5d + 2) H n_p`` of ``O`` and the packed share, the larger of the ring phase (the pieces
+received, ``(4d + 2) h_u (N_r - n_p)``, ``dQ`` of the group's rows, ``d h_u N_r``, and the
+ring's largest held-plus-arriving blocks) and the return phase (``dQ`` and ``dK, dV`` of the
+group's rows, the ``3dH n_p`` arriving and the ``3d h_u (N_r - n_p)`` packed to send).
+
 ``"usp_zigzag"`` -- USP with the zigzag ring across the groups, to balance a causal mask:
 group ``r`` holds chunks ``r`` and ``2P_r - 1 - r`` of ``2P_r``, its processor ``u`` the
 ``u``-th part of them (:func:`~.layout.group_rows`, :func:`~.layout.group_sizes`). The same
-formulas with these ``n_p`` and ``N_r``; at ``P_r = 1`` all-to-all's counts, at ``P_u = 1``
-zigzag ring attention's words, messages and work.
+formulas with these ``n_p`` and ``N_r``, forward and backward; at ``P_r = 1`` all-to-all's
+counts, at ``P_u = 1`` zigzag ring attention's words, messages and work.
 
 ``"usp_grid"`` -- head groups x grid: USP with the grid scheme in place of the ring, on
 ``P = P_u P_a P_b`` processors (``grid = (P_u, P_a, P_b)``; from ``(P_u, P_r)``, default
@@ -166,7 +194,7 @@ SCHEMES = ("zigzag", "all_gather", "usp", "usp_zigzag", "usp_grid")
 #: Every algorithm :func:`cost` and the MPI runs know.
 NAMES = ALGORITHMS + SCHEMES
 #: Every algorithm with a backward pass.
-WITH_BACKWARD = BACKWARD + ("zigzag",)
+WITH_BACKWARD = BACKWARD + ("zigzag", "all_gather", "usp", "usp_zigzag")
 #: The layout of the rows each algorithm uses.
 LAYOUT = {"ring": "contiguous", "striped": "striped", "all_to_all": "contiguous",
           "grid": "contiguous", "zigzag": "zigzag", "all_gather": "zigzag", "usp": "contiguous",
@@ -377,7 +405,7 @@ def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = Fa
     Parameters
     ----------
     name : {"ring", "striped", "all_to_all", "grid", "zigzag", "all_gather", "usp", \
-"usp_zigzag"}
+"usp_zigzag", "usp_grid"}
     N, d : int
         Sequence length and head dimension; ``N >= P``.
     P : int
@@ -387,7 +415,8 @@ def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = Fa
     causal : bool
         The causal mask: only ``work`` changes (every algorithm here moves the same words).
     backward : bool
-        The backward pass (``"ring"``, ``"striped"`` and ``"zigzag"``).
+        The backward pass (those of :data:`WITH_BACKWARD`: ``"ring"``, ``"striped"``,
+        ``"zigzag"``, ``"all_gather"``, ``"usp"`` and ``"usp_zigzag"``).
     grid : (int, int), optional
         ``(P_r, P_c)`` for ``"grid"``, default :func:`~.layout.grid_shape` ``(P, d)``;
         ``(P_u, P_r)`` for ``"usp"`` and ``"usp_zigzag"``, default :func:`~.layout.usp_shape`
@@ -395,8 +424,8 @@ def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = Fa
     M : int, optional
         A cache of ``M`` entries in every processor: also count the entries between each
         processor's memory and its cache, FlashAttention-2 on every step's block
-        (:mod:`~ioattn.parallel.two_level`; forward ``"ring"``, ``"striped"``, ``"zigzag"`` and
-        ``"all_gather"``, ``M >= 4d + 4``).
+        (:mod:`~ioattn.parallel.two_level`; forward ``"ring"``, ``"striped"``, ``"zigzag"``,
+        ``"all_gather"``, ``"usp"`` and ``"usp_zigzag"``, ``M >= 4d + 4``).
 
     Returns
     -------
@@ -422,12 +451,13 @@ def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = Fa
         parts = _ring(sizes(N, P, "zigzag").astype(dtype), N, d, P, H, causal, backward, False,
                       work=_zigzag_work(shares(N, 2 * P).astype(dtype), P, H, causal))
     elif name == "all_gather":
-        parts = _all_gather(N, d, P, H, causal)
+        parts = _all_gather(N, d, P, H, causal, backward)
     elif name == "usp":
-        parts = _usp([int(x) for x in shares(N, P)], N, d, P, H, causal, grid)
+        parts = _usp([int(x) for x in shares(N, P)], N, d, P, H, causal, grid,
+                     backward=backward)
     elif name == "usp_zigzag":
         parts = _usp([int(x) for x in group_sizes(N, grid)], N, d, P, H, causal, grid,
-                     chunks=[int(x) for x in shares(N, 2 * grid[1])])
+                     chunks=[int(x) for x in shares(N, 2 * grid[1])], backward=backward)
     elif name == "usp_grid":
         parts = _usp_grid([int(x) for x in shares(N, P)], N, d, P, H, causal, grid)
     elif name == "all_to_all":
@@ -437,7 +467,8 @@ def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = Fa
     sent, received, messages, memory, work = (np.asarray(x, dtype) for x in parts)
     cache = (None, None)
     if M is not None:
-        cache = cache_io(name, N, d, P, M, heads=H, causal=causal)
+        cache = cache_io(name, N, d, P, M, heads=H, causal=causal,
+                         grid=grid if name in ("usp", "usp_zigzag") else None)
         wide = max(map(max, cache)) >= _INT64_SAFE      # beyond int64: Python ints
         cache = tuple(np.asarray(x, object if wide else np.int64) for x in cache)
     return ParallelCost(name, N, d, P, H, causal, backward, grid, sent, received, messages,
@@ -451,9 +482,9 @@ _INT64_SAFE = 1 << 62
 def _dtype(N: int, d: int, H: int):
     """int64 when every count of :func:`cost` is below ``2^62``, else ``object`` (Python ints).
 
-    The largest counts are the work ``H N^2`` and the words ``(8d + 2) H N`` held or sent
-    (``d >= 1``, so ``16 d H N`` bounds those)."""
-    return np.int64 if max(H * N * N, 16 * d * H * N) < _INT64_SAFE else object
+    The largest counts are the work ``H N^2`` and the words held or sent, below
+    ``(18d + 4) H N`` (USP's backward pass; ``d >= 1``, so ``32 d H N`` bounds those)."""
+    return np.int64 if max(H * N * N, 32 * d * H * N) < _INT64_SAFE else object
 
 
 def _ring(n, N, d, P, H, causal, backward, striped, work=None):
@@ -519,25 +550,39 @@ def _zigzag_work(c, P, H, causal):
     return H * sum(_chunk_pairs(c, a, b) for a in mine for b in theirs)
 
 
-def _all_gather(N, d, P, H, causal):
-    """All-gather of ``K, V`` on the zigzag layout (module docstring)."""
+def _all_gather(N, d, P, H, causal, backward=False):
+    """All-gather of ``K, V`` on the zigzag layout (module docstring); ``backward``: the
+    gradients, with the ring reduce-scatter of ``dK, dV``."""
     c = [int(x) for x in shares(N, 2 * P)]
     o = [int(x) for x in offsets(N, 2 * P)]
     n = [int(x) for x in sizes(N, P, "zigzag")]
     sent = [2 * d * H * n[p] * (P - 1) for p in range(P)]
     received = [2 * d * H * (N - n[p]) for p in range(P)]
-    memory = [(4 * d + 2) * H * n[p] + 2 * d * H * (N - n[p]) for p in range(P)]
+    messages = [P - 1] * P
+    if backward:    # the reduce-scatter: p sends every block's sum but its own, receives all
+        sent = [sent[p] + 2 * d * H * (N - n[p]) for p in range(P)]      # but p - 1's
+        received = [received[p] + 2 * d * H * (N - n[p - 1]) for p in range(P)]
+        messages = [2 * (P - 1)] * P
+        arriving = [max((n[(p - s - 2) % P] for s in range(P - 1)), default=0)
+                    for p in range(P)]                  # the largest sum received
+        memory = [(6 * d + 2) * H * n[p] + 2 * d * H * N
+                  + 2 * d * H * max(N - n[p], arriving[p]) for p in range(P)]
+    else:
+        memory = [(4 * d + 2) * H * n[p] + 2 * d * H * (N - n[p]) for p in range(P)]
     if causal:      # chunk a sees the o_a rows before it and its own triangle
         work = [[H * sum(c[a] * o[a] + c[a] * (c[a] + 1) // 2 for a in (p, 2 * P - 1 - p))]
                 for p in range(P)]
     else:
         work = [[H * n[p] * N] for p in range(P)]
-    return sent, received, [P - 1] * P, memory, work
+    return sent, received, messages, memory, work
 
 
-def _usp(n, N, d, P, H, causal, grid, chunks=None):
+def _usp(n, N, d, P, H, causal, grid, chunks=None, backward=False):
     """Ulysses groups x ring (module docstring): ``grid = (P_u, P_r)``, ``p = r P_u + u``, ``n``
-    the shares; ``chunks``: the ``2 P_r`` chunk sizes of the zigzag ring across the groups."""
+    the shares; ``chunks``: the ``2 P_r`` chunk sizes of the zigzag ring across the groups;
+    ``backward``: the gradients (:func:`_usp_backward`)."""
+    if backward:
+        return _usp_backward(n, N, d, P, H, causal, grid, chunks)
     P_u, P_r = grid
     h = [int(x) for x in shares(H, P_u)]
     N_g = [sum(n[r * P_u: (r + 1) * P_u]) for r in range(P_r)]          # N_r
@@ -557,6 +602,37 @@ def _usp(n, N, d, P, H, causal, grid, chunks=None):
         memory.append(3 * d * H * n[p] + max(compute, d * hu * Nr + d * H * n[p]))
         work.append([hu * _group_pairs(N_g, chunks, r, j, causal) for j in held])
     return sent, received, [2 * (P_u - 1) + (P_r - 1)] * P, memory, work
+
+
+def _usp_backward(n, N, d, P, H, causal, grid, chunks=None):
+    """USP's backward pass (module docstring): the all-to-all of ``Q, K, V, dO, L, D``, the
+    ring's backward across the groups on the group blocks, the all-to-all of ``dQ, dK, dV``."""
+    P_u, P_r = grid
+    h = [int(x) for x in shares(H, P_u)]
+    N_g = [sum(n[r * P_u: (r + 1) * P_u]) for r in range(P_r)]          # N_r
+    sent, received, memory, work = [], [], [], []
+    for p in range(P):
+        r, u = divmod(p, P_u)
+        hu, Nr, nxt = h[u], N_g[r], N_g[(r + 1) % P_r]
+        held = [(r - s) % P_r for s in range(P_r)]                      # the ring's j_s
+        ring_sent = ring_received = 0
+        if P_r > 1:
+            ring_sent = 4 * d * hu * (N - nxt) + 2 * d * hu * nxt
+            ring_received = 4 * d * hu * (N - Nr) + 2 * d * hu * Nr
+        sent.append((4 * d + 2) * n[p] * (H - hu) + ring_sent + 3 * d * hu * (Nr - n[p]))
+        received.append((4 * d + 2) * hu * (Nr - n[p]) + ring_received
+                        + 3 * d * n[p] * (H - hu))
+        # the block held (K, V, dK, dV) and the next one arriving, or dK, dV coming home
+        ring = max(4 * d * hu * (N_g[held[s]] + (N_g[held[s + 1]] if s < P_r - 1 else 0))
+                   + (2 * d * hu * Nr if s == P_r - 1 and P_r > 1 else 0)
+                   for s in range(P_r))
+        compute = (4 * d + 2) * hu * (Nr - n[p]) + d * hu * Nr + ring
+        back = d * hu * Nr + (2 if P_r > 1 else 4) * d * hu * Nr + 3 * d * H * n[p] \
+            + 3 * d * hu * (Nr - n[p])
+        memory.append((5 * d + 2) * H * n[p] + max(compute, back))
+        work.append([hu * _group_pairs(N_g, chunks, r, j, causal) for j in held])
+    messages = 2 * (P_u - 1) + (P_r if P_r > 1 else 0)
+    return sent, received, [messages] * P, memory, work
 
 
 def _group_pairs(N_g, chunks, r, j, causal) -> int:

@@ -16,9 +16,16 @@ Two ways to start it:
   closed form. The same command runs across machines with MPICH's ``mpiexec -n P -hosts a,b``.
 
 With ``--M`` (``M=`` of :func:`ioattn.parallel.run`), each rank of ``ring``, ``striped``,
-``zigzag`` and ``all_gather`` attends through a :class:`~ioattn.parallel.two_level.Processor`, its
-own cache of ``M`` entries over its memory, and reports the entries between them beside its words.
+``zigzag``, ``all_gather``, ``usp`` and ``usp_zigzag`` attends through a
+:class:`~ioattn.parallel.two_level.Processor`, its own cache of ``M`` entries over its memory,
+and reports the entries between them beside its words (USP's after its first all-to-all, on the
+group's rows of its heads).
 Head groups x grid (:func:`usp_grid`) runs :func:`grid` on the ranks that share the heads.
+
+The backward passes: :func:`ring_backward` (ring, striped and zigzag), :func:`all_gather_backward`
+(the gather again, then a ring reduce-scatter of ``dK, dV``) and :func:`usp_backward` (USP and
+its zigzag form: all-to-all in, the ring's backward across the groups, all-to-all back); the
+rings of the first and the last are the same code (:func:`_gradient_ring`).
 
 Zigzag ring attention is :func:`ring` and :func:`ring_backward` on the zigzag layout (the rows
 of the two chunks of each processor, :func:`~ioattn.parallel.layout.rows`): the causal mask is
@@ -44,8 +51,8 @@ from .layout import group_rows, offsets, rows
 from .reference import attention, attention_backward
 from .two_level import Processor, check_M, key_steps
 
-__all__ = ["ERROR", "all_gather", "all_to_all", "grid", "main", "ring", "ring_backward",
-           "run_job", "usp", "usp_grid"]
+__all__ = ["ERROR", "all_gather", "all_gather_backward", "all_to_all", "grid", "main", "ring",
+           "ring_backward", "run_job", "usp", "usp_backward", "usp_grid"]
 
 #: How a failing rank marks its error on stderr, for :func:`ioattn.parallel.launch.launch`.
 ERROR = "ioattn-parallel-error:"
@@ -156,21 +163,37 @@ def ring_backward(cc: Counted, Q, KV, O, dO, L, rows_of, causal: bool, scale: fl
     dQ = cc.hold("dQ", np.zeros((H, n, d)))
     blk = cc.hold("block 0", np.zeros((4, H, n, d)))
     blk[:2] = KV
+    home = _gradient_ring(cc, blk, [len(r) for r in rows_of], p, list(range(P)),
+                          lambda b, j: _gradients(Q, b, dO, L, D, dQ, rows_of[p], rows_of[j],
+                                                  causal, scale))
+    return dQ, home[0], home[1]
+
+
+def _gradient_ring(cc: Counted, blk, sizes, r: int, ranks, fold, tag: int = 0):
+    """The ring of the backward pass over the places ``ranks`` (this rank at place ``r``, place
+    ``j`` holding ``sizes[j]`` rows): at step ``s`` fold the held block ``(K_j, V_j, dK_j,
+    dV_j)`` of place ``j = r - s`` (``fold(blk, j)`` adds to its ``dK_j, dV_j``) and pass it
+    on; a last step takes ``dK_r, dV_r`` home. ``blk`` is held as ``"block 0"``; returns the
+    ``2 x H x n_r x d`` of ``dK_r, dV_r``, held (as ``"dK, dV"``, or in ``"block 0"`` when there
+    is one place)."""
+    P = len(ranks)
+    nxt_rank, prev_rank = ranks[(r + 1) % P], ranks[(r - 1) % P]
     name = "block 0"
     for s in range(P):
-        j = (p - s) % P
-        cc.work.append(_gradients(Q, blk, dO, L, D, dQ, rows_of[p], rows_of[j], causal, scale))
+        j = (r - s) % P
+        cc.work.append(fold(blk, j))
         if s < P - 1:
-            nxt = cc.hold(f"block {s + 1}", np.empty((4, H, len(rows_of[(j - 1) % P]), d)))
-            cc.exchange([((p + 1) % P, blk)], [((p - 1) % P, nxt)])
+            nxt = cc.hold(f"block {s + 1}", np.empty((4,) + blk.shape[1:2]
+                                                     + (sizes[(j - 1) % P], blk.shape[3])))
+            cc.exchange([(nxt_rank, blk)], [(prev_rank, nxt)], tag=tag)
             cc.drop(name)
             blk, name = nxt, f"block {s + 1}"
         elif P > 1:
-            home = cc.hold("dK, dV", np.empty((2, H, n, d)))
-            cc.exchange([((p + 1) % P, blk[2:])], [((p - 1) % P, home)])
+            home = cc.hold("dK, dV", np.empty((2,) + blk.shape[1:2] + (sizes[r], blk.shape[3])))
+            cc.exchange([(nxt_rank, blk[2:])], [(prev_rank, home)], tag=tag)
             cc.drop(name)
-            return dQ, home[0], home[1]
-    return dQ, blk[2], blk[3]
+            return home
+    return blk[2:]
 
 
 def all_to_all(cc: Counted, QKV, N: int, rows_of, causal: bool, scale: float):
@@ -292,13 +315,44 @@ def all_gather(cc: Counted, Q, KV, rows_of, causal: bool, scale: float, local=No
     return O, m
 
 
-def usp(cc: Counted, QKV, N: int, rows_of, shape, causal: bool, scale: float):
+def all_gather_backward(cc: Counted, Q, KV, O, dO, L, rows_of, causal: bool, scale: float):
+    """All-gather of ``K, V``, backward [LLAMA3]: rank ``p`` gathers every block of ``K, V``
+    again (one message to each other rank), adds each block's part to ``dQ_p`` and to its own
+    partial ``dK_j, dV_j`` of every block ``j``, and a ring reduce-scatter (``P - 1`` steps: at
+    step ``s`` it passes the running sum of block ``p - s - 1`` to ``p + 1`` and adds its partial
+    of block ``p - s - 2`` to the sum arriving from ``p - 1``) leaves it the whole ``dK_p,
+    dV_p``. Returns ``dQ, dK, dV``."""
+    p, P = cc.rank, cc.size
+    H, n, d = Q.shape
+    D = cc.hold("D", np.einsum("hnd,hnd->hn", dO, O))
+    dQ = cc.hold("dQ", np.zeros((H, n, d)))
+    peers = [q for q in range(P) if q != p]
+    blocks = {p: KV}
+    for q in peers:
+        blocks[q] = cc.hold(f"K, V {q}", np.empty((2, H, len(rows_of[q]), d)))
+    cc.exchange([(q, KV) for q in peers], [(q, blocks[q]) for q in peers])
+    parts = {q: cc.hold(f"dK, dV {q}", np.zeros((2, H, len(rows_of[q]), d))) for q in range(P)}
+    cc.work.append(sum(_gradients(Q, (*blocks[q], *parts[q]), dO, L, D, dQ, rows_of[p],
+                                  rows_of[q], causal, scale) for q in range(P)))
+    cc.drop(*(f"K, V {q}" for q in peers))
+    for s in range(P - 1):                      # the ring reduce-scatter of dK, dV
+        out, into = (p - s - 1) % P, (p - s - 2) % P
+        got = cc.hold("sum", np.empty_like(parts[into]))
+        cc.exchange([((p + 1) % P, parts[out])], [((p - 1) % P, got)], tag=1)
+        parts[into] += got
+        cc.drop("sum")
+    return dQ, parts[p][0], parts[p][1]
+
+
+def usp(cc: Counted, QKV, N: int, rows_of, shape, causal: bool, scale: float, M=None):
     """Ulysses x ring [USP] on ``P_u x P_r`` ranks, ``p = r P_u + u`` (the rows of ``rows_of``:
     contiguous, or zigzag across the groups for ``"usp_zigzag"``): an all-to-all within
     group ``r`` gives rank ``p`` the group's rows of its heads; unless ``P_r = 1``, the ranks
     with the same ``u`` pass the group blocks of ``K, V`` round a ring (one message per step,
     sent while the held block is used); a second all-to-all returns the rows of ``O``. ``QKV``
-    is this rank's ``H x 3 x n_p x d`` share.
+    is this rank's ``H x 3 x n_p x d`` share. Returns ``O_p`` and, with ``M``, the
+    :class:`~ioattn.parallel.two_level.Processor` through whose cache of ``M`` entries the
+    group's rows were attended (else None).
 
     References
     ----------
@@ -327,11 +381,22 @@ def usp(cc: Counted, QKV, N: int, rows_of, shape, causal: bool, scale: float):
     l = cc.hold("l", np.zeros((h, N_r)))
     views = {q: slice(at[v], at[v + 1]) for v, q in enumerate(group)}
 
+    local, steps = None, iter(range(P_r))
+    if M is not None:       # the group's rows of Q_r again (the held words), in one cache
+        local = Processor(M, np.concatenate([pieces[q][:, 0] for q in group], axis=1),
+                          block_rows[r], [block_rows[(r - s) % P_r] for s in range(P_r)],
+                          causal, scale)
+
     def fold(K, V, krows) -> int:
+        if local is not None:
+            return local.step(next(steps), K, V)
         return sum(_attend(pieces[q][:, 0], K, V, rows_of[q], krows, causal, scale, out[q],
                            m[:, views[q]], l[:, views[q]]) for q in group)
 
-    if P_r == 1:
+    if P_r == 1 and local is not None:
+        every = np.concatenate([pieces[k][:, 1:3] for k in group], axis=2)   # held words again
+        cc.work.append(fold(every[:, 0], every[:, 1], block_rows[r]))
+    elif P_r == 1:
         cc.work.append(sum(fold(pieces[k][:, 1], pieces[k][:, 2], rows_of[k]) for k in group))
     else:
         cur = cc.hold("K, V", np.empty((2, h, N_r, d)))
@@ -339,14 +404,75 @@ def usp(cc: Counted, QKV, N: int, rows_of, shape, causal: bool, scale: float):
             cur[:, :, views[q]] = pieces[q][:, 1:3].transpose(1, 0, 2, 3)
         _usp_ring(cc, cur, block_rows, P_u, r, u, fold)
         cc.drop("K, V")
+    O_r = None if local is None else local.output()
     for q in group:
-        _finish(out[q], m[:, views[q]], l[:, views[q]])
+        if O_r is None:
+            _finish(out[q], m[:, views[q]], l[:, views[q]])
+        else:
+            out[q][...] = O_r[:, views[q]]
     cc.drop("m", "l", *(f"in {q}" for q in peers))
     O = cc.hold("O", np.empty((H, n, d)))
     O[ho[u]:ho[u + 1]] = out[p]
     cc.exchange([(q, out[q]) for q in peers],
                 [(q, O[ho[q % P_u]:ho[q % P_u + 1]]) for q in peers], tag=1)
-    return O
+    return O, local
+
+
+def usp_backward(cc: Counted, X, N: int, rows_of, shape, causal: bool, scale: float):
+    """USP, backward, on ``P_u x P_r`` ranks, ``p = r P_u + u``: ``X`` is this rank's
+    ``H x (4d + 2) n_p`` share of ``Q, K, V, dO, L, D`` (per head its ``n_p`` rows of each, one
+    after the other; ``D = rowsum(dO o O)`` is computed on the rows before, so ``O`` need not
+    travel). An all-to-all within group ``r`` gives rank ``p`` the group's rows of its heads;
+    the ranks with the same ``u`` run the ring's backward (:func:`_gradient_ring`) on the group
+    blocks; a second all-to-all returns the rows of ``dQ, dK, dV``. Returns ``dQ, dK, dV``."""
+    p = cc.rank
+    P_u, P_r = shape
+    r, u = divmod(p, P_u)
+    H, n = X.shape[0], len(rows_of[p])
+    d = (X.shape[1] // n - 2) // 4
+    ho = offsets(H, P_u)
+    h = ho[u + 1] - ho[u]
+    group = [r * P_u + v for v in range(P_u)]
+    peers = [q for q in group if q != p]
+    pieces = {p: X[ho[u]:ho[u + 1]]}
+    for q in peers:
+        pieces[q] = cc.hold(f"in {q}", np.empty((h, (4 * d + 2) * len(rows_of[q]))))
+    cc.exchange([(q, X[ho[q % P_u]:ho[q % P_u + 1]]) for q in peers],
+                [(q, pieces[q]) for q in peers])
+
+    def part(q, k):
+        """Piece ``q``'s ``Q, K, V, dO`` (``k`` = 0 to 3, ``h x n_q x d``) or ``L, D`` (4, 5)."""
+        m = len(rows_of[q])
+        if k < 4:
+            return pieces[q][:, k * m * d:(k + 1) * m * d].reshape(h, m, d)
+        return pieces[q][:, 4 * m * d + (k - 4) * m:4 * m * d + (k - 3) * m]
+
+    block_rows = [np.concatenate([rows_of[g * P_u + v] for v in range(P_u)]) for g in range(P_r)]
+    at = np.cumsum([0] + [len(rows_of[q]) for q in group])
+    views = {q: slice(at[v], at[v + 1]) for v, q in enumerate(group)}
+    dQ = {q: cc.hold(f"dQ {q}", np.zeros((h, len(rows_of[q]), d))) for q in group}
+    blk = cc.hold("block 0", np.zeros((4, h, len(block_rows[r]), d)))
+    for q in group:
+        blk[0, :, views[q]], blk[1, :, views[q]] = part(q, 1), part(q, 2)
+
+    def fold(b, j) -> int:
+        return sum(_gradients(part(q, 0), b, part(q, 3), part(q, 4), part(q, 5), dQ[q],
+                              rows_of[q], block_rows[j], causal, scale) for q in group)
+
+    home = _gradient_ring(cc, blk, [len(b) for b in block_rows], r,
+                          [g * P_u + u for g in range(P_r)], fold, tag=2)
+    cc.drop(*(f"in {q}" for q in peers))
+    out = cc.hold("dQ, dK, dV", np.empty((H, 3, n, d)))
+    packs = {}
+    for q in group:
+        dest = out[ho[u]:ho[u + 1]] if q == p else cc.hold(f"to {q}", np.empty(
+            (h, 3, len(rows_of[q]), d)))
+        dest[:, 0], dest[:, 1:] = dQ[q], home[:, :, views[q]].transpose(1, 0, 2, 3)
+        packs[q] = dest
+    cc.drop(*(f"dQ {q}" for q in group), "dK, dV" if P_r > 1 else "block 0")
+    cc.exchange([(q, packs[q]) for q in peers],
+                [(q, out[ho[q % P_u]:ho[q % P_u + 1]]) for q in peers], tag=1)
+    return out[:, 0], out[:, 1], out[:, 2]
 
 
 def usp_grid(cc: Counted, QKV, N: int, rows_of, shape, causal: bool, scale: float):
@@ -444,7 +570,9 @@ def run_job(job: dict, comm) -> dict | None:
     cc = Counted(comm)
     M = job.get("M")
     local = None
-    if M is not None:
+    if M is not None and name in ("usp", "usp_zigzag"):
+        M = check_M(name, d, M, backward)              # the Processor is made after the all-to-all
+    elif M is not None:
         M = check_M(name, d, M, backward)
         _, ksteps = key_steps(name, N, P)
         local = Processor(M, np.ascontiguousarray(full["Q"][:, mine]), mine, ksteps[p], causal,
@@ -453,7 +581,19 @@ def run_job(job: dict, comm) -> dict | None:
     def take(x):
         return np.ascontiguousarray(x[:, mine])
 
-    if name in ("all_to_all", "usp", "usp_zigzag", "usp_grid"):
+    if backward:
+        O_full, L_full = attention(full["Q"], full["K"], full["V"], causal=causal, scale=scale)
+    if backward and name in ("usp", "usp_zigzag"):
+        O = cc.hold("O", take(O_full))
+        dO = take(full["dO"])
+        D = np.einsum("hnd,hnd->hn", dO, O)
+        X = cc.hold("Q, K, V, dO, L, D", np.concatenate(
+            [take(full["Q"]).reshape(H, -1), take(full["K"]).reshape(H, -1),
+             take(full["V"]).reshape(H, -1), dO.reshape(H, -1), take(L_full), D], axis=1))
+        comm.Barrier()
+        out = tuple(np.ascontiguousarray(x) for x in usp_backward(cc, X, N, rows_of, shape,
+                                                                     causal, scale))
+    elif name in ("all_to_all", "usp", "usp_zigzag", "usp_grid"):
         QKV = cc.hold("Q, K, V", np.ascontiguousarray(
             np.stack([full["Q"], full["K"], full["V"]], axis=1)[:, :, mine]))
         comm.Barrier()
@@ -462,16 +602,17 @@ def run_job(job: dict, comm) -> dict | None:
         elif name == "usp_grid":
             out = (usp_grid(cc, QKV, N, rows_of, shape, causal, scale),)
         else:
-            out = (usp(cc, QKV, N, rows_of, shape, causal, scale),)
+            O, local = usp(cc, QKV, N, rows_of, shape, causal, scale, M)
+            out = (O,)
     else:
         Q = cc.hold("Q", take(full["Q"]))
         KV = cc.hold("K, V", np.ascontiguousarray(np.stack([take(full["K"]), take(full["V"])])))
         if backward:
-            O_full, L_full = attention(full["Q"], full["K"], full["V"], causal=causal, scale=scale)
             O, dO = cc.hold("O", take(O_full)), cc.hold("dO", take(full["dO"]))
-            L = cc.hold("L", np.ascontiguousarray(L_full[:, mine]))
+            L = cc.hold("L", take(L_full))
             comm.Barrier()
-            out = ring_backward(cc, Q, KV, O, dO, L, rows_of, causal, scale)
+            out = (all_gather_backward if name == "all_gather" else ring_backward)(
+                cc, Q, KV, O, dO, L, rows_of, causal, scale)
         elif name == "grid":
             comm.Barrier()
             out = (grid(cc, Q, KV, rows_of, shape, causal, scale),)
@@ -542,7 +683,7 @@ def _cli(argv, comm) -> None:
                    "P_u x P_a x P_b (or P_u x P_r) for usp_grid, e.g. 2x4")
     p.add_argument("--M", type=int, help="a cache of M entries in every process: also count "
                    "the entries between its memory and its cache (ring, striped, zigzag, "
-                   "all_gather)")
+                   "all_gather, usp, usp_zigzag)")
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
     grid_ = tuple(int(x) for x in a.grid.lower().split("x")) if a.grid else None

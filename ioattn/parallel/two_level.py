@@ -36,6 +36,11 @@ over the steps ``t`` with a score to compute; with the state kept, ``reads_p = H
 reads(io_t) - (V - 1) d n_p)`` and ``writes_p = d n_p`` for ``V`` visited steps. The
 all-gather of ``K, V`` [LLAMA3]_ holds every block at once, so it is one step: one
 FlashAttention run of ``Q_p`` against all ``N`` keys, and its cost is ``io_cost``'s exactly.
+USP [USP]_ (and its zigzag form) runs the same after its first all-to-all, on other rows and
+heads (:func:`local_runs`): processor ``p = r P_u + u`` attends the ``N_r`` rows of group ``r``
+for its ``h_u`` heads to the group blocks its ring brings, ``N_j`` rows at each of the ``P_r``
+steps, so the formulas hold with ``n_p -> N_r``, ``n_j -> N_j`` and ``H -> h_u``; the
+all-to-alls move words between processors, not entries through the cache.
 
 :func:`cache_io` gives these counts; :class:`Processor` is what an MPI rank runs
 (:mod:`ioattn.parallel.engine`), through its own :class:`~ioattn.memory.TwoLevelMemory`, and the
@@ -47,6 +52,8 @@ References
    partitioning", arXiv:2307.08691, Algorithm 1.
 .. [LLAMA3] A. Grattafiori et al., "The Llama 3 herd of models", arXiv:2407.21783 (2024),
    section 3.3.2.
+.. [USP] J. Fang, S. Zhao, "USP: a unified sequence parallelism approach for long context
+   generative AI", arXiv:2405.07719 (2024).
 """
 
 from __future__ import annotations
@@ -57,14 +64,14 @@ from .._validate import as_count
 from ..algorithms.base import divide_rows
 from ..api import io_cost, plan
 from ..memory import TwoLevelMemory
-from .layout import rows
+from .layout import group_rows, offsets, rows, usp_shape
 
-__all__ = ["TWO_LEVEL", "Processor", "cache_io", "check_M", "key_steps", "min_M"]
+__all__ = ["TWO_LEVEL", "Processor", "cache_io", "check_M", "key_steps", "local_runs", "min_M"]
 
 #: The algorithms whose processors run FlashAttention through a cache here (forward).
-TWO_LEVEL = ("ring", "striped", "zigzag", "all_gather")
+TWO_LEVEL = ("ring", "striped", "zigzag", "all_gather", "usp", "usp_zigzag")
 _LAYOUT = {"ring": "contiguous", "striped": "striped", "zigzag": "zigzag",
-           "all_gather": "zigzag"}
+           "all_gather": "zigzag", "usp": "contiguous", "usp_zigzag": "zigzag"}
 
 
 def min_M(d: int) -> int:
@@ -95,6 +102,32 @@ def key_steps(name: str, N: int, P: int) -> tuple[list[np.ndarray], list[list[np
         every = np.concatenate(rows_of)
         return rows_of, [[every] for _ in range(P)]
     return rows_of, [[rows_of[(p - s) % P] for s in range(P)] for p in range(P)]
+
+
+def local_runs(name: str, N: int, P: int, heads: int = 1, grid=None) -> list[tuple]:
+    """What each processor's FlashAttention runs on: for every ``p``, the heads ``(h0, h1)`` it
+    computes, its query rows and the key rows of each step. The ring, striped, zigzag and
+    all-gather schemes run all ``H`` heads of their own rows (:func:`key_steps`); USP
+    (``grid = (P_u, P_r)``, default :func:`~.layout.usp_shape`) runs, after its all-to-all, the
+    ``h_u`` heads of part ``u`` on the ``N_r`` rows of group ``r`` (``p = r P_u + u``) against
+    the group blocks its ring brings, ``j_s = (r - s) mod P_r``.
+
+    >>> [(h, q.tolist(), [k.tolist() for k in ks]) for h, q, ks in local_runs("usp", 4, 4, 2,
+    ...                                                                      (2, 2))][:2]
+    [((0, 1), [0, 1], [[0, 1], [2, 3]]), ((1, 2), [0, 1], [[0, 1], [2, 3]])]
+    """
+    if name not in ("usp", "usp_zigzag"):
+        rows_of, ksteps = key_steps(name, N, P)
+        return [((0, heads), rows_of[p], ksteps[p]) for p in range(P)]
+    P_u, P_r = usp_shape(P, heads) if grid is None else grid
+    if P_u * P_r != P or heads < P_u:
+        raise ValueError(f"{name} needs P_u x P_r = P and heads >= P_u; got grid = {grid}, "
+                         f"P = {P}, heads = {heads}")
+    rows_of = rows(N, P) if name == "usp" else group_rows(N, (P_u, P_r))
+    blocks = [np.concatenate(rows_of[g * P_u:(g + 1) * P_u]) for g in range(P_r)]
+    ho = offsets(heads, P_u)
+    return [((int(ho[p % P_u]), int(ho[p % P_u + 1])), blocks[p // P_u],
+             [blocks[(p // P_u - s) % P_r] for s in range(P_r)]) for p in range(P)]
 
 
 def _mask(qrows, krows, causal: bool):
@@ -145,7 +178,7 @@ def _schedule(n, d, M, qrows, ksteps, causal):
 
 
 def cache_io(name: str, N: int, d: int, P: int, M: int, *, heads: int = 1,
-             causal: bool = False) -> tuple[list[int], list[int]]:
+             causal: bool = False, grid=None) -> tuple[list[int], list[int]]:
     """The entries each processor's cache reads from and writes to its memory (module
     docstring): two lists of ``P`` Python ints, from ``io_cost`` of every step's block.
 
@@ -155,13 +188,12 @@ def cache_io(name: str, N: int, d: int, P: int, M: int, *, heads: int = 1,
     """
     N, d, P, H = as_count(N, "N"), as_count(d, "d"), as_count(P, "P"), as_count(heads, "heads")
     M = check_M(name, d, M)
-    rows_of, ksteps = key_steps(name, N, P)
     reads, writes = [], []
-    for p in range(P):
-        n = len(rows_of[p])
-        steps, B_r, T_r, first, last = _schedule(n, d, M, rows_of[p], ksteps[p], causal)
+    for (h0, h1), qrows, ksteps in local_runs(name, N, P, H, grid):
+        n, h = len(qrows), h1 - h0
+        steps, B_r, T_r, first, last = _schedule(n, d, M, qrows, ksteps, causal)
         r_I = np.minimum(B_r, n - B_r * np.arange(T_r))
-        keep = H == 1 and T_r == 1
+        keep = h == 1 and T_r == 1
         R = W = 0
         for t, s in enumerate(steps):
             if s.plan is None:
@@ -175,8 +207,8 @@ def cache_io(name: str, N: int, d: int, P: int, M: int, *, heads: int = 1,
                 continue
             R += (d + 2) * int(r_I[v & (first != t)].sum())
             W += 2 * int(r_I[v & (last != t)].sum()) - d * int(r_I[~v].sum())
-        reads.append(H * R)
-        writes.append(H * W)
+        reads.append(h * R)
+        writes.append(h * W)
     return reads, writes
 
 

@@ -85,15 +85,20 @@ def every_cost(causal):
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_no_algorithm_receives_less_than_the_bounds(causal):
-    checked, by_name = 0, dict.fromkeys(NAMES, 0)
+    checked, by_name, backwards = 0, dict.fromkeys(NAMES, 0), dict.fromkeys(WITH_BACKWARD, 0)
     for N, d, P, H, name, backward, c in every_cost(causal):
         bound = bounds.lower_bound(N, d, P, c.max_memory, heads=H, causal=causal)
         assert c.max_received >= bound, (name, N, d, P, H, backward)
         checked += 1
         by_name[name] += 1
+        if backward:
+            backwards[name] += 1
     assert checked > 4000
     # the schemes run in practice alone: more than 4,000 cases, each of them in hundreds
     assert sum(by_name[n] for n in SCHEMES) > 4000 and min(by_name[n] for n in SCHEMES) > 800
+    # every backward pass too, the all-gather's and USP's (at every shape) among them
+    assert min(backwards.values()) > 800, backwards
+    assert sum(backwards[n] for n in ("all_gather", "usp", "usp_zigzag")) > 4000, backwards
 
 
 def test_the_bounds_are_nearly_attained():

@@ -1,7 +1,8 @@
 """The schemes run in practice as real MPI processes (2 and 4 ranks, USP at 4 as 2 x 2, 4 x 1
 and 1 x 4, and with the zigzag ring as 1 x 2 and 2 x 2; head groups x grid at 4 as 2 x (2 x 1),
-2 x (1 x 2), 1 x (2 x 2), 4 x (1 x 1) and 1 x (4 x 1)): every counted word, message, buffer
-and score equals the closed form, and the outputs equal the reference."""
+2 x (1 x 2), 1 x (2 x 2), 4 x (1 x 1) and 1 x (4 x 1); the backward passes of the zigzag ring,
+the all-gather and USP): every counted word, message, buffer and score equals the closed form,
+and the outputs (the gradients for a backward pass) equal the reference."""
 
 import subprocess
 import sys
@@ -19,7 +20,11 @@ CASES = {2: [("zigzag", False, None, 37, 5, 3, True), ("zigzag", False, None, 32
              ("all_gather", False, None, 32, 4, 2, False), ("usp", False, None, 30, 4, 3, True),
              ("usp_zigzag", False, [1, 2], 29, 4, 2, True),
              ("usp_grid", False, [1, 1, 2], 29, 4, 2, True),
-             ("usp_grid", False, [2, 1, 1], 30, 4, 3, False)],
+             ("usp_grid", False, [2, 1, 1], 30, 4, 3, False),
+             ("all_gather", True, None, 37, 5, 3, True),
+             ("all_gather", True, None, 32, 4, 2, False),
+             ("usp", True, [2, 1], 30, 4, 3, True), ("usp", True, [1, 2], 29, 4, 2, False),
+             ("usp_zigzag", True, [1, 2], 29, 4, 2, True)],
          4: [("zigzag", False, None, 37, 5, 3, True), ("zigzag", False, None, 40, 4, 2, False),
              ("zigzag", True, None, 29, 4, 2, True), ("zigzag", True, None, 24, 3, 1, False),
              ("all_gather", False, None, 37, 5, 3, True),
@@ -34,7 +39,13 @@ CASES = {2: [("zigzag", False, None, 37, 5, 3, True), ("zigzag", False, None, 32
              ("usp_grid", False, [1, 2, 2], 30, 4, 1, True),
              ("usp_grid", False, [4, 1, 1], 30, 4, 5, True),
              ("usp_grid", False, [1, 4, 1], 29, 3, 2, True),
-             ("usp_grid", False, None, 40, 4, 2, True)]}
+             ("usp_grid", False, None, 40, 4, 2, True),
+             ("all_gather", True, None, 37, 5, 3, True),
+             ("all_gather", True, None, 40, 4, 2, False),
+             ("usp", True, [2, 2], 37, 5, 3, True), ("usp", True, [2, 2], 32, 4, 4, False),
+             ("usp", True, [4, 1], 30, 4, 5, True), ("usp", True, [1, 4], 30, 4, 2, True),
+             ("usp_zigzag", True, [2, 2], 37, 5, 3, True),
+             ("usp_zigzag", True, [2, 2], 32, 4, 4, False)]}
 
 
 @pytest.fixture(scope="module")
@@ -70,13 +81,25 @@ def test_counted_equals_closed_form_and_outputs_equal_the_reference(results, P):
 
 
 def test_usp_runs_reduce_to_all_to_all_and_the_ring(results):
-    by = {(r["name"], tuple(r["grid"] or ())): as_cost(r) for r in results[4]}
+    by = {(r["name"], tuple(r["grid"] or ())): as_cost(r) for r in results[4]
+          if not r["backward"]}
     a2a = parallel.cost("all_to_all", 30, 4, 4, heads=5, causal=True)
     ring = parallel.cost("ring", 30, 4, 4, heads=2, causal=True)
     for field in ("sent", "received", "messages", "memory", "work"):
         assert np.array_equal(getattr(by["usp", (4, 1)], field), getattr(a2a, field)), field
     for field in ("sent", "received", "messages", "work"):
         assert np.array_equal(getattr(by["usp", (1, 4)], field), getattr(ring, field)), field
+
+
+def test_usp_backward_runs_reduce_to_the_ring_backward(results):
+    by = {(r["name"], tuple(r["grid"] or ()), r["backward"]): as_cost(r) for r in results[4]}
+    ring = parallel.cost("ring", 30, 4, 4, heads=2, causal=True, backward=True)
+    for field in ("sent", "received", "messages", "work"):
+        assert np.array_equal(getattr(by["usp", (1, 4), True], field), getattr(ring, field))
+    # the backward moves more than the forward: (4d + 2) and 3d words a row and head in the
+    # all-to-alls, 4d and 2d in the ring, against 3d, d and 2d
+    for key in (("usp", (2, 2)), ("usp_zigzag", (2, 2)), ("usp", (4, 1))):
+        assert (by[key + (True,)].sent > by[key + (False,)].sent).all(), key
 
 
 def test_the_engine_command_takes_the_usp_shape():
@@ -100,8 +123,12 @@ def test_run_takes_the_schemes_and_the_usp_shape():
     assert b.counted == b.cost and b.cost.backward and b.error < 1e-10
     with pytest.raises(ValueError, match="heads >= P_u"):
         parallel.run("usp", Q, K, V, P=4, grid=(4, 1))
-    with pytest.raises(ValueError, match="'all_gather' has no backward pass"):
-        parallel.run("all_gather", Q, K, V, P=2, backward=True, dO=dO)
+    with pytest.raises(ValueError, match="'usp_grid' has no backward pass"):
+        parallel.run("usp_grid", Q, K, V, P=2, backward=True, dO=dO)
+    for name, grid in (("all_gather", None), ("usp", (2, 1))):
+        b = parallel.run(name, Q, K, V, P=2, backward=True, dO=dO, grid=grid, causal=True)
+        assert [x.shape for x in b.output] == [(2, 30, 6)] * 3
+        assert b.counted == b.cost and b.cost.backward and b.error < 1e-10
 
 
 def test_the_engine_command_takes_the_usp_grid_shape():

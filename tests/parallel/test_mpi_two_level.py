@@ -1,7 +1,7 @@
-"""Both levels counted on real MPI processes (2 and 4 ranks): every rank runs FlashAttention
-through its own cache of ``M`` entries; the words between processes and the entries between
-each process's memory and its cache both equal their closed forms, and the outputs the
-reference."""
+"""Both levels counted on real MPI processes (2 and 4 ranks; USP also at every shape of 4):
+every rank runs FlashAttention through its own cache of ``M`` entries; the words between
+processes and the entries between each process's memory and its cache both equal their closed
+forms, and the outputs the reference."""
 
 import itertools
 
@@ -59,10 +59,34 @@ def test_run_with_a_cache():
     assert r.cost.M == 40 and r.counted.cache_reads.sum() > 0
 
 
+#: USP at the shapes of 4 ranks (the default ones are in CASES): (name, grid, N, d, H,
+#: causal, M).
+USP_SHAPES = [("usp", [2, 2], 37, 3, 4, False, 40), ("usp", [2, 2], 40, 4, 2, True, 60),
+              ("usp", [4, 1], 30, 4, 5, True, 600), ("usp", [1, 4], 40, 4, 1, True, 20),
+              ("usp_zigzag", [2, 2], 37, 3, 2, True, 40),
+              ("usp_zigzag", [2, 2], 64, 8, 3, True, 600)]
+
+
+def test_usp_both_levels_at_every_shape_of_four_ranks():
+    jobs = [{"id": i, "name": name, "N": N, "d": d, "heads": H, "causal": causal, "M": M,
+             "grid": grid, "seed": 700 + i}
+            for i, (name, grid, N, d, H, causal, M) in enumerate(USP_SHAPES)]
+    for r in launch(jobs, 4, timeout=600):
+        counted = as_cost(r)
+        closed = parallel.cost(r["name"], r["N"], r["d"], 4, heads=r["heads"],
+                               causal=r["causal"], grid=tuple(r["grid"]), M=r["M"])
+        assert np.array_equal(counted.cache_reads, closed.cache_reads), r["grid"]
+        assert np.array_equal(counted.cache_writes, closed.cache_writes), r["grid"]
+        assert counted == closed and counted.max_cache_io > 0
+        assert r["error"] < 1e-10
+
+
 def test_run_rejects_a_cache_it_cannot_count():
     Q = np.zeros((8, 4))
     with pytest.raises(ValueError, match="M= .* only, not for 'grid'"):
         parallel.run("grid", Q, Q, Q, P=2, M=100)
+    with pytest.raises(ValueError, match="M= .* only, not for 'usp_grid'"):
+        parallel.run("usp_grid", Q, Q, Q, P=2, M=100)
     with pytest.raises(ValueError, match="at least 4d \\+ 4 = 20"):
         parallel.run("ring", Q, Q, Q, P=2, M=19)
 

@@ -220,6 +220,57 @@ def test_schemes_do_not_overflow():
     assert c.critical_work == H * ((2 * q * q + q) + 3 * 2 * q * q)
 
 
+def test_all_gather_backward_closed_form():
+    # N = 10, P = 4: zigzag shares 3, 3, 2, 2; d = 3, H = 2 (2dH = 12)
+    n, N = [3, 3, 2, 2], 10
+    b = cost("all_gather", N, 3, 4, heads=2, backward=True)
+    f = cost("all_gather", N, 3, 4, heads=2)
+    assert b.sent.tolist() == [12 * x * 3 + 12 * (N - x) for x in n]       # gather + ring RS
+    assert b.received.tolist() == [12 * (N - n[p]) + 12 * (N - n[p - 1]) for p in range(4)]
+    assert b.messages.tolist() == [6] * 4 and np.array_equal(b.work, f.work)
+    # Q, K, V, O, dO, dQ; L, D; K, V of the others; dK, dV of all N rows; the larger of the
+    # gathered blocks and the sum arriving
+    assert b.memory.tolist() == [20 * 2 * x + 12 * N + 12 * (N - x) for x in n]
+    assert b.sent.sum() == b.received.sum()
+    one = cost("all_gather", 7, 2, 1, backward=True)
+    assert (one.sent.tolist(), one.messages.tolist()) == ([0], [0])
+    assert one.memory.tolist() == [14 * 7 + 4 * 7]
+    # P = 2 with unequal shares: the sum arriving (block p itself) can exceed N - n_p
+    two = cost("all_gather", 37, 1, 2, backward=True)            # chunks 10, 9, 9, 9: 19, 18
+    assert two.memory.tolist() == [8 * 19 + 2 * 37 + 2 * 19, 8 * 18 + 2 * 37 + 2 * 19]
+
+
+def test_usp_backward_closed_form_and_its_limits():
+    N, d, H = 30, 4, 6
+    for name, ring in (("usp", "ring"), ("usp_zigzag", "zigzag")):
+        for P in (2, 3, 4, 6):
+            f = cost(name, N, d, P, heads=H, grid=(1, P), causal=True)
+            b = cost(name, N, d, P, heads=H, grid=(1, P), causal=True, backward=True)
+            r = cost(ring, N, d, P, heads=H, causal=True, backward=True)
+            for field in ("sent", "received", "messages", "work"):      # P_u = 1: the ring's
+                assert np.array_equal(getattr(b, field), getattr(r, field)), (name, P, field)
+            assert np.array_equal(b.work, f.work)
+            assert b.sent.sum() == b.received.sum()
+    # P_r = 1: two all-to-alls of 4d + 2 and 3d words a row and head, no ring
+    b = cost("usp", 12, 2, 2, heads=2, grid=(2, 1), backward=True)
+    assert b.sent.tolist() == [10 * 6 + 6 * 6] * 2 and b.messages.tolist() == [2, 2]
+    # 2 x 2: all-to-all in, the ring's 4d h_u (N - N_{r+1}) + 2d h_u N_{r+1}, all-to-all back
+    b = cost("usp", 16, 2, 4, heads=2, grid=(2, 2), backward=True)
+    assert b.sent.tolist() == [10 * 4 + 8 * 8 + 4 * 8 + 6 * 4] * 4
+    assert b.messages.tolist() == [2 * 1 + 2] * 4
+    with pytest.raises(ValueError, match="'usp_grid' has no backward pass"):
+        cost("usp_grid", 16, 2, 4, heads=2, backward=True)
+
+
+def test_backward_schemes_do_not_overflow():
+    N, d, H = 10 ** 9, 64, 16
+    for name in ("zigzag", "all_gather", "usp", "usp_zigzag"):
+        for P in (1, 2, 4, 16):
+            c = cost(name, N, d, P, heads=H, causal=True, backward=True)
+            assert c.total_work == H * scores(N, True) and c.sent.sum() == c.received.sum()
+            assert all(isinstance(int(x), int) for x in c.memory.ravel())
+
+
 def test_sweep_takes_the_schemes():
     from ioattn.parallel import NAMES, sweep
 

@@ -68,7 +68,10 @@ def test_why_not():
     assert set(TITLES) == set(NAMES)
     assert why_not("usp", 4096, 64, heads=16) is None                 # 16 x 4 fits the heads
     assert why_not("zigzag", 4096, 8, backward=True) is None
-    assert why_not("all_gather", 4096, 8, backward=True) == "no backward pass"
+    assert why_not("all_gather", 4096, 8, backward=True) is None
+    assert why_not("usp", 4096, 8, heads=4, backward=True) is None
+    assert why_not("usp_zigzag", 4096, 8, heads=4, backward=True) is None
+    assert why_not("usp_grid", 4096, 8, heads=4, backward=True) == "no backward pass"
     assert why_not("usp", 4, 8) == "needs N ≥ P"
 
 

@@ -10,20 +10,21 @@ import pytest
 import ioattn
 from ioattn import parallel
 from ioattn.parallel.reference import attention
-from ioattn.parallel.two_level import TWO_LEVEL, Processor, cache_io, key_steps
+from ioattn.parallel.two_level import TWO_LEVEL, Processor, cache_io, local_runs
 
 
-def _simulate(name, N, d, P, M, H, causal, seed=0):
+def _simulate(name, N, d, P, M, H, causal, seed=0, grid=None):
+    """Every processor's local FlashAttention on its heads and rows (USP's: the group's rows of
+    its heads, after the all-to-all), each through its own TwoLevelMemory."""
     rng = np.random.default_rng(seed)
     Q, K, V = rng.standard_normal((3, H, N, d))
-    rows_of, ks = key_steps(name, N, P)
-    O = np.empty_like(Q)
+    O = np.full_like(Q, np.nan)
     reads, writes = [], []
-    for p in range(P):
-        proc = Processor(M, Q[:, rows_of[p]], rows_of[p], ks[p], causal, 1 / np.sqrt(d))
-        for t, krows in enumerate(ks[p]):
-            proc.step(t, K[:, krows], V[:, krows])
-        O[:, rows_of[p]] = proc.output()
+    for (h0, h1), qrows, ks in local_runs(name, N, P, H, grid):
+        proc = Processor(M, Q[h0:h1][:, qrows], qrows, ks, causal, 1 / np.sqrt(d))
+        for t, krows in enumerate(ks):
+            proc.step(t, K[h0:h1][:, krows], V[h0:h1][:, krows])
+        O[h0:h1, qrows] = proc.output()
         reads.append(proc.reads)
         writes.append(proc.writes)
     err = np.abs(O - attention(Q, K, V, causal=causal, scale=1 / np.sqrt(d))[0]).max()
@@ -46,6 +47,41 @@ def test_simulated_equals_closed_form_over_a_grid(name):
         assert err < 1e-10
         checked += 1
     assert checked >= 150
+
+
+def test_usp_at_every_shape_equals_the_closed_form():
+    checked = 0
+    for name in ("usp", "usp_zigzag"):
+        for N, d, M, H, causal in itertools.product((13, 24), (2, 3), (20, 40, 400), (2, 3, 4),
+                                                    (False, True)):
+            if M < 4 * d + 4:
+                continue
+            for P, grid in ((4, (2, 2)), (4, (4, 1)), (2, (2, 1)), (6, (2, 3)), (6, (3, 2))):
+                if H < grid[0]:
+                    continue
+                reads, writes, err = _simulate(name, N, d, P, M, H, causal, grid=grid)
+                assert (reads, writes) == cache_io(name, N, d, P, M, heads=H, causal=causal,
+                                                   grid=grid), (name, N, d, P, M, H, grid)
+                c = parallel.cost(name, N, d, P, heads=H, causal=causal, grid=grid, M=M)
+                assert (c.cache_reads.tolist(), c.cache_writes.tolist()) == (reads, writes)
+                assert err < 1e-10
+                checked += 1
+    assert checked >= 200
+
+
+def test_usp_limits_are_the_ring_and_one_flash_run():
+    # P_u = 1: the ring's (the zigzag ring's) counts; P_r = 1: one FlashAttention run of the
+    # group's N rows against all N keys for each of the h_u heads
+    for N, d, P, M, H, causal in [(24, 3, 4, 40, 2, True), (13, 2, 3, 20, 1, False)]:
+        for name, ring in (("usp", "ring"), ("usp_zigzag", "zigzag")):
+            assert cache_io(name, N, d, P, M, heads=H, causal=causal, grid=(1, P)) == \
+                cache_io(ring, N, d, P, M, heads=H, causal=causal)
+    reads, writes = cache_io("usp", 24, 3, 4, 40, heads=5, grid=(4, 1))
+    io = ioattn.io_cost("flash", 24, 3, 40)
+    assert reads == [2 * io.reads, io.reads, io.reads, io.reads]
+    assert writes == [2 * io.writes, io.writes, io.writes, io.writes]
+    with pytest.raises(ValueError, match="heads >= P_u"):
+        cache_io("usp", 24, 3, 4, 40, heads=1, grid=(2, 2))
 
 
 def test_all_gather_is_one_flash_run_per_processor():
@@ -81,7 +117,8 @@ def test_the_cost_carries_the_cache_counts():
 
 @pytest.mark.parametrize("kwargs, match", [
     ({"name": "grid"}, "only, not for 'grid'"),
-    ({"name": "usp", "heads": 2}, "only, not for 'usp'"),
+    ({"name": "usp_grid", "heads": 2}, "only, not for 'usp_grid'"),
+    ({"name": "all_to_all", "heads": 2}, "only, not for 'all_to_all'"),
     ({"M": 19}, "at least 4d \\+ 4 = 20"),
     ({"backward": True}, "forward pass only"),
 ])
