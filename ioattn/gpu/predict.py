@@ -82,7 +82,7 @@ from .backend import Backend
 from .plans import RESERVED
 
 __all__ = ["Counts", "Kernel", "KERNELS", "Occupancy", "Prediction", "Launch", "counts",
-           "launches", "occupancy", "predict", "register", "registers"]
+           "l2_span", "launches", "occupancy", "predict", "register", "registers"]
 
 #: Register allocation unit (registers per warp are rounded up to a multiple of it) on compute
 #: capability 7.5 to 9.0 (NVIDIA CUDA Occupancy Calculator, "Register allocation unit size").
@@ -202,10 +202,15 @@ def launches(label: str, N: int, d: int, *, heads: int = 1, dtype: str = "bfloat
     f32 = (heads, N, d)
     if kernel.backward:
         module = importlib.import_module(f"ioattn.gpu.{kernel.module}")
-        x = [np.empty(f32, np.float32) for _ in range(5)]
         grads = [np.empty(f32, np.float32) for _ in range(3)]
+        if kernel.module == "backward":          # the float32 backward
+            x = [np.empty(f32, np.float32) for _ in range(5)]
+            extra = {}
+        else:                                    # Q, K, V, dO in 16 bits, O float32
+            Q, K, V, dO = (np.empty(f32, storage) for _ in range(4))
+            x, extra = [Q, K, V, np.empty(f32, np.float32), dO], {"dtype": dtype}
         go = module.backward(be, plan, *x, np.empty((heads, N), np.float32), *grads,
-                             np.zeros(2, np.uint64), scale=1.0, count_io=False)
+                             np.zeros(2, np.uint64), scale=1.0, count_io=False, **extra)
     else:
         Q, K, V = (np.empty(f32, storage) for _ in range(3))
         go = HOSTS[kernel.name].forward(be, plan, Q, K, V, np.empty(f32, np.float32),
@@ -310,12 +315,18 @@ def _emulate(kernel: Kernel, N: int, d: int, dtype: str, block) -> tuple:
                          backend="emulator").accesses
         fwd = g.run("flash", Q, K, V, save_lse=True, backend="emulator")
         dO = rng.standard_normal((N, d)).astype(np.float32)
+        from .api import to_storage
+
         module = importlib.import_module(f"ioattn.gpu.{kernel.module}")
         plan = _plan(kernel, N, d, dtype, be.shared_memory_per_block, block)
         x = [np.ascontiguousarray(a[None], np.float32) for a in (Q, K, V, fwd.output, dO)]
+        extra = {}
+        if kernel.module != "backward":          # Q, K, V, dO in the kernel's 16 bits
+            x = [to_storage(a, dtype, np) if i != 3 else a for i, a in enumerate(x)]
+            extra = {"dtype": dtype}
         grads = [np.full((1, N, d), np.nan, np.float32) for _ in range(3)]
         module.backward(be, plan, *x, np.ascontiguousarray(fwd.lse[None], np.float32), *grads,
-                        np.zeros(2, np.uint64), scale=1 / np.sqrt(d), count_io=False)()
+                        np.zeros(2, np.uint64), scale=1 / np.sqrt(d), count_io=False, **extra)()
         return be.take_accesses()
 
 
@@ -490,13 +501,21 @@ def predict(label: str, N: int, d: int, *, heads: int = 1, dtype: str = "bfloat1
                       l2_resident=tuple(resident), main=main)
 
 
+def l2_span(launch: Launch, occ: Occupancy, gpu: str, heads: int) -> int:
+    """The most heads one wave of ``launch``'s resident blocks spans on ``gpu``:
+    ``min(heads, ceil(W / (blocks / heads)) + 1)`` with ``W = min(SMs, blocks) x blocks per SM``
+    (blocks launched query block first, the L2 assumption of the module docstring)."""
+    g = _gpu(gpu)
+    if launch.blocks % heads:
+        raise ValueError(f"{launch.blocks} blocks do not split into {heads} heads")
+    wave = min(g.sms, launch.blocks) * occ.blocks_per_sm
+    return min(heads, -(-wave // (launch.blocks // heads)) + 1)
+
+
 def _l2_holds(kernel: Kernel, launch: Launch, occ: Occupancy, g, heads: int) -> bool:
     """Whether the re-read arrays (:attr:`Kernel.reread`) of the heads one wave of resident
-    blocks spans fit in ``g``'s L2 cache (the L2 assumption of the module docstring)."""
+    blocks spans (:func:`l2_span`) fit in ``g``'s L2 cache."""
     if not kernel.reread or launch.blocks % heads:
         return False
-    per_head = launch.blocks // heads
-    wave = min(g.sms, launch.blocks) * occ.blocks_per_sm
-    span = min(heads, -(-wave // per_head) + 1)
     reread = sum(launch.arrays[i] for i in kernel.reread) // heads
-    return span * reread <= g.l2
+    return l2_span(launch, occ, g.name, heads) * reread <= g.l2

@@ -112,6 +112,9 @@ def test_the_l2_level_needs_the_reread_arrays_to_fit(target):
     # 2 blocks an SM, 264 resident, 64 a head: 6 heads' K and V (4 MiB each) in flight
     (run,), (occ,) = target.launches, target.occupancy
     kernel, g = P.KERNELS["flash_fa2"], GPUS["H100"]
+    assert occ.blocks_per_sm == 2 and P.l2_span(run, occ, "H100", 16) == 6
+    with pytest.raises(ValueError, match="do not split"):
+        P.l2_span(run, occ, "H100", 3)
     assert P._l2_holds(kernel, run, occ, g, 16)
     assert P._l2_holds(kernel, run, occ, g._replace(l2=6 * 4 * 2 ** 20), 16)
     assert not P._l2_holds(kernel, run, occ, g._replace(l2=6 * 4 * 2 ** 20 - 1), 16)
