@@ -96,7 +96,6 @@ __device__ void flash_fa2_forward(const T* __restrict__ Q0, const T* __restrict_
             const int row = e / D, col = e - row * D;
             sQ[row * LD + col] = fa2::from_f32<T>(row < r ? tau * fa2::to_f32(Q[e]) : 0.f);
         }
-        COUNT_READ((long long)r * D);
         __syncthreads();
         unsigned qf[MT][DK][4];
         #pragma unroll
@@ -126,7 +125,6 @@ __device__ void flash_fa2_forward(const T* __restrict__ Q0, const T* __restrict_
         cp_async_commit();
         for (int jb = 0; jb < blocks; ++jb) {
             const int j0 = jb * BC;
-            COUNT_READ(2LL * ioattn_min(BC, N - j0) * D);
             if (jb + 1 < blocks) {                     // prefetch block jb + 1
                 const int b = (jb + 1) & 1, n1 = ioattn_min(BC, N - j0 - BC);
                 fa2::copy_tile<T, D, BC, LD>(sK + b * BC * LD, K + (long long)(j0 + BC) * D, n1);
@@ -250,9 +248,15 @@ __device__ void flash_fa2_forward(const T* __restrict__ Q0, const T* __restrict_
                         L0[bh * N + q] = sum > 0.f ? m[mt][h] + logf(sum) : IOATTN_POS_INF;
                 }
             }
-        COUNT_WRITE((long long)r * D);
-        if (save_lse) COUNT_WRITE(r);
     }
+    // The count, once for all heads of this block (so that no counter is live in the loops):
+    // per head Q_i (r d), K_j and V_j of the blocks read (2 min(blocks B_c, N) d), O_i (r d)
+    // and, with save_lse, L_i (r).
+#ifdef IOATTN_COUNT_IO
+    const long long heads = blockIdx.y < BH ? (BH - 1 - blockIdx.y) / gridDim.y + 1 : 0;
+    COUNT_READ(heads * ((long long)r * D + 2LL * ioattn_min(blocks * BC, N) * D));
+    COUNT_WRITE(heads * ((long long)r * D + (save_lse ? r : 0)));
+#endif
     COUNT_FLUSH(io);
 }
 
