@@ -3,8 +3,8 @@ levels (``ioattn.gpu.predict``): global sectors over the L2 bandwidth and the co
 (each array once, where the re-read K and V of the heads in flight fit in L2) over HBM
 bandwidth, shared-memory wavefronts over 128 bytes a clock per SM, tensor-core (or FP32)
 multiply-adds over the dense peak; the prediction is the largest. The last column is the
-pessimistic variant with every sector at HBM. Counted at small N by the emulator and scaled exactly; nothing here
-is measured. ``python benchmarks/predict.py [--N 8192 --d 128 --heads 16]``."""
+pessimistic variant with every sector at HBM. Counted at small N by the emulator and scaled
+exactly; nothing here is measured. ``python benchmarks/predict.py [--N 8192 --d 128 --heads 16]``."""
 
 from __future__ import annotations
 

@@ -3,7 +3,9 @@
 :mod:`ioattn.roofline` bounds a schedule by its global traffic and its flops. One level down,
 a kernel also waits for its shared memory and its tensor cores, and the emulator counts both
 exactly (:class:`ioattn.gpu.emulator.SiteCount`). For one launch of a kernel on one GPU of
-:data:`ioattn.gpus.GPUS` this module predicts its time as the largest of three times:
+:data:`ioattn.gpus.GPUS` this module predicts its time as the largest of four times, from three
+kinds of counts (global sectors, at two levels of the memory hierarchy; shared wavefronts;
+tensor-core multiply-adds):
 
 - **HBM**: the 32-byte sectors that must cross the memory interface (HBM or GDDR), over the
   datasheet bandwidth; and **L2**: every sector the warp requests touch in global memory, over
@@ -39,14 +41,15 @@ from the kernel's registers per thread (ptxas, ``nvcc -Xptxas -v``, for the GPU'
 its threads and its shared memory per block (with the 1 KB each block reserves on 8.0 and 9.0,
 :data:`ioattn.gpu.plans.RESERVED`).
 
-**Left out**, so the prediction is a lower bound on the time of a real run, not a measurement:
-latency (of global loads, of ``mma`` results, of barriers: the overlap of the three levels is
+**Left out**, so the prediction is a lower bound on the time of a real run (given the L2
+bandwidth, which is assumed for the H100 and H200), not a measurement:
+latency (of global loads, of ``mma`` results, of barriers: the overlap of the levels is
 taken to be perfect), tail effects (the last partial wave of blocks: ``waves`` is reported, not
 used), instruction issue (the exponentials, conversions, address arithmetic and shuffles of the
 softmax, one instruction per warp per clock per sub-partition), L2 misses beyond the compulsory
 ones and the L2's latency, the L1 cache (every sector is counted at the L2), launch overhead and
-clock throttling. No
-GPU has run these kernels; every figure here is counted or derived, none is measured.
+clock throttling. No GPU has run these kernels; every figure here is counted or derived, none
+is measured.
 
 **Counts at large N.** Emulating ``N = 8192`` is out of reach, so the counts are scaled. For the
 kernels here, dense and with ``N`` a multiple of ``L = lcm(B_r, B_c)``, every query block does

@@ -19,8 +19,8 @@
 //
 // Fragments (kernels/mma.cuh; g = lane >> 2, t = lane % 4): warp w owns rows 32 w .. 32 w + 31
 // of the block, m-tiles mt = 0, 1 of 16 rows each; an S or O accumulator tile of 8 columns
-// holds rows g (c0, c1) and g + 8 (c2, c3) of its m-tile, columns 2t, 2t + 1, so a row's max and sum are reduced over the 4 lanes of a group by
-// __shfl_xor_sync 1 and 2. The A fragment of P for keys 16 k .. 16 k + 15 is {S[2k] c0 c1,
+// holds rows g (c0, c1) and g + 8 (c2, c3) of its m-tile, columns 2t, 2t + 1, so a row's max
+// and sum are reduced over the 4 lanes of a group by __shfl_xor_sync 1 and 2. The A fragment of P for keys 16 k .. 16 k + 15 is {S[2k] c0 c1,
 // S[2k] c2 c3, S[2k + 1] c0 c1, S[2k + 1] c2 c3} rounded to 16 bits. B of K_j^T: ldmatrix
 // (non-transposed) of K rows; B of V_j: ldmatrix .trans of V rows. Each B fragment is loaded
 // once and used by both m-tiles: 4 wavefronts per ldmatrix x4 for 4 mma (1 per mma, half what
@@ -112,7 +112,8 @@ __device__ void flash_fa2_forward(const T* __restrict__ Q0, const T* __restrict_
         #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
             #pragma unroll
-            for (int n = 0; n < DT; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.f;
+            for (int n = 0; n < DT; ++n)
+                o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.f;
         float m[MT][2], l[MT][2];
         #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
