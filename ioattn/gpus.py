@@ -99,6 +99,21 @@ printing no clock. The resident limits are the CUDA C++ Programming Guide 12.4's
 "Technical Specifications per Compute Capability" ("Maximum number of resident blocks per SM":
 16, 32, 32; "... threads per SM": 1,024, 2,048, 2,048 for 7.5, 8.0, 9.0).
 
+L2 bandwidth. The prediction's L2 level needs the rate at which the L2 cache serves the SMs,
+``l2_bytes_per_clock`` at :meth:`GPU.clock` (:meth:`GPU.l2_bandwidth`), with its source and
+whether NVIDIA documents it (``l2_documented``). NVIDIA documents it for the A100 only: *NVIDIA
+A100 Tensor Core GPU Architecture* (2020), in its comparison of the A100 with the V100, gives
+the L2 cache read bandwidth as 5,120 bytes per clock (2,048 for the V100). No per-clock or
+per-second L2 bandwidth was found in NVIDIA's H100 whitepaper or the H100 and H200 datasheets:
+for those two the A100's 5,120 bytes per clock is **assumed** (``l2_documented`` False), at their
+own clock. The Turing whitepaper gives none for the T4 either, and none is assumed: the T4 has no
+L2 level (``l2_bytes_per_clock = 0``), its every sector is taken to cross GDDR6.
+
+>>> [(g, GPUS[g].l2_bytes_per_clock, GPUS[g].l2_documented) for g in GPUS]
+[('T4', 0, False), ('A100', 5120, True), ('H100', 5120, False), ('H200', 5120, False)]
+>>> f"{float(GPUS['H100'].l2_bandwidth()) / 1e12:.2f} TB/s"
+'9.37 TB/s'
+
 Sources of the datasheet figures, each as its publisher titles it (in the book's bibliography:
 ``nvidiaT4datasheet``, ``nvidiaT4productbrief``, ``nvidiaA100datasheet``, ``nvidiaH100datasheet``,
 ``nvidiaH200datasheet``); a date is given only where it could be established, and no datasheet
@@ -182,6 +197,9 @@ class GPU(NamedTuple):
     max_threads_per_sm: int = 0
     max_blocks_per_sm: int = 0
     rates_source: str = ""
+    l2_bytes_per_clock: int = 0
+    l2_documented: bool = False
+    l2_source: str = ""
 
     def clock(self):
         """The clock (Hz, a Fraction) the dense 16-bit tensor peak implies:
@@ -189,6 +207,13 @@ class GPU(NamedTuple):
         from fractions import Fraction
 
         return Fraction(self.peak["float16"], self.sms * self.tensor_ops_per_clock)
+
+    def l2_bandwidth(self):
+        """The L2 cache's bandwidth to the SMs (bytes per second, a Fraction):
+        ``l2_bytes_per_clock * clock()``, or None where no figure is documented or assumed."""
+        if not self.l2_bytes_per_clock:
+            return None
+        return self.l2_bytes_per_clock * self.clock()
 
     def on_chip(self, registers: bool = True) -> int:
         """Bytes of on-chip memory per SM: shared memory, plus the register file by default."""
@@ -218,6 +243,8 @@ GPUS: dict[str, GPU] = {
         rates_source=("tensor: NVIDIA Turing GPU Architecture (2018), 8 tensor cores per SM, 64 "
                       "FP16 FMA per clock each; limits: CUDA C++ Programming Guide 12.4, compute "
                       "capability 7.5"),
+        l2_source=("none: NVIDIA Turing GPU Architecture (2018) and the T4 datasheet give no L2 "
+                   "bandwidth; the T4 has no L2 level in the prediction"),
     ),
     "A100": GPU(
         "A100", "8.0", 164 * KB, 163 * KB, _REGISTERS,
@@ -234,6 +261,9 @@ GPUS: dict[str, GPU] = {
         rates_source=("tensor: NVIDIA A100 Tensor Core GPU Architecture (2020), 1024 dense FP16 "
                       "FMA per clock per SM; limits: CUDA C++ Programming Guide 12.4, compute "
                       "capability 8.0"),
+        l2_bytes_per_clock=5120, l2_documented=True,
+        l2_source=("NVIDIA, NVIDIA A100 Tensor Core GPU Architecture (2020): L2 cache read "
+                   "bandwidth 5120 bytes/clk (V100: 2048 bytes/clk)"),
     ),
     "H100": GPU(
         "H100", "9.0", 228 * KB, 227 * KB, _REGISTERS,
@@ -250,6 +280,9 @@ GPUS: dict[str, GPU] = {
         rates_source=("tensor: NVIDIA H100 Tensor Core GPU Architecture (2022), twice the A100 "
                       "SM's dense rate per clock; limits: CUDA C++ Programming Guide 12.4, "
                       "compute capability 9.0"),
+        l2_bytes_per_clock=5120, l2_documented=False,
+        l2_source=("assumed: the A100's 5120 bytes/clk (NVIDIA A100 Tensor Core GPU Architecture, "
+                   "2020); NVIDIA's H100 whitepaper and datasheet give no L2 bandwidth"),
     ),
     "H200": GPU(
         "H200", "9.0", 228 * KB, 227 * KB, _REGISTERS,
@@ -266,6 +299,9 @@ GPUS: dict[str, GPU] = {
         tensor_ops_per_clock=4096, max_threads_per_sm=2048, max_blocks_per_sm=32,
         rates_source=("tensor: the H100 SXM5's SM (the H200 datasheet prints no per-SM rate); "
                       "limits: CUDA C++ Programming Guide 12.4, compute capability 9.0"),
+        l2_bytes_per_clock=5120, l2_documented=False,
+        l2_source=("assumed: the A100's 5120 bytes/clk (NVIDIA A100 Tensor Core GPU Architecture, "
+                   "2020); NVIDIA's H200 datasheet gives no L2 bandwidth"),
     ),
 }
 

@@ -182,3 +182,14 @@ def test_table_rows_are_the_data():
     # the rows are copies: editing one does not change the data
     rows[0]["peak"]["float32"] = 0
     assert GPUS["T4"].peak["float32"] == 81 * T // 10
+
+
+def test_l2_bandwidth_documented_or_assumed():
+    # the A100 whitepaper's 5120 bytes per clock; the Hoppers assume it; the T4 has none
+    a100 = GPUS["A100"]
+    assert a100.l2_documented and a100.l2_bandwidth() == 5120 * a100.clock()
+    for name in ("H100", "H200"):
+        g = GPUS[name]
+        assert not g.l2_documented and "assumed" in g.l2_source
+        assert g.l2_bandwidth() == Fraction(5120) * g.clock() > g.bandwidth
+    assert GPUS["T4"].l2_bandwidth() is None and not GPUS["T4"].l2_documented

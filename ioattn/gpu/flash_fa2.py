@@ -6,8 +6,10 @@ The schedule is the FA2 loop order of :func:`ioattn.algorithms.flash._fa2` (Algo
 [FA2]_), as in :mod:`ioattn.gpu.flash_tc`, so the counted traffic per head equals
 ``ioattn.io_cost("flash", N, d, M, block=(B_r, B_c), mask=..., save_lse=...)``.
 
-Blocks: ``d`` is 64 (``B_c = 64``) or 128 (``B_c = 32``), compiled in; ``B_r = 16 w`` for
-``w <= 4`` warps, by default the largest up to 64 and ``N`` rounded up to 16.
+Blocks: ``d`` is 64 (``B_c = 64``) or 128 (``B_c = 16``), compiled in; each warp owns
+``ROWS_PER_WARP = 32`` query rows (two ``m16`` tiles, so that every ``K_j`` and ``V_j`` fragment
+loaded from shared memory serves both), and ``B_r = 32 w`` for ``w <= 4`` warps, by default the
+largest up to 128 (FlashAttention-2's query block at ``d = 128``) and ``N`` rounded up to 32.
 
 References
 ----------
@@ -20,12 +22,14 @@ from __future__ import annotations
 import numpy as np
 
 from ..api import plan as make_plan
-from .flash_tc import TILE, _footprint, _round_up
+from .flash_tc import TILE, _footprint
 
 FILE = "flash_fa2.cu"
 #: ``B_c`` for each head dimension the kernel is compiled for.
-B_C = {64: 64, 128: 32}
+B_C = {64: 64, 128: 16}
 MAX_WARPS = 4
+#: Query rows per warp: two m16 tiles (``MT = 2`` in the kernel).
+ROWS_PER_WARP = 2 * TILE
 #: Most heads along the grid's y axis; the kernel loops over the rest.
 GRID_Y = 65535
 PAD = 16
@@ -42,7 +46,7 @@ def plan(N: int, d: int, *, M: int | None = None, block=None, dtype: str = "floa
     """The :class:`~ioattn.algorithms.flash.FlashPlan` the kernel runs.
 
     Raises ``ValueError`` for ``d`` not 64 or 128, a dtype other than float16 or bfloat16, a
-    ``block`` not ``(16 w, B_c)`` with ``w <= 4``, an ``M`` below the block's footprint, or
+    ``block`` not ``(32 w, B_c)`` with ``w <= 4``, an ``M`` below the block's footprint, or
     shared memory above ``budget``.
     """
     if options:
@@ -53,11 +57,11 @@ def plan(N: int, d: int, *, M: int | None = None, block=None, dtype: str = "floa
         raise ValueError(f"flash_fa2 is compiled for d = 64 or 128; got d = {d}")
     B_c = B_C[d]
     if block is None:
-        B_r = min(TILE * MAX_WARPS, _round_up(N))
+        B_r = min(ROWS_PER_WARP * MAX_WARPS, -(-N // ROWS_PER_WARP) * ROWS_PER_WARP)
     else:
         B_r, b_c = (int(b) for b in block)
-        if B_r % TILE or not 0 < B_r <= TILE * MAX_WARPS or b_c != B_c:
-            raise ValueError(f"flash_fa2 needs block = (16 w, {B_c}) with 1 <= w <= "
+        if B_r % ROWS_PER_WARP or not 0 < B_r <= ROWS_PER_WARP * MAX_WARPS or b_c != B_c:
+            raise ValueError(f"flash_fa2 needs block = (32 w, {B_c}) with 1 <= w <= "
                              f"{MAX_WARPS} at d = {d}; got {tuple(block)}")
     least = _footprint(B_r, B_c, d)
     if M is None:
@@ -87,8 +91,9 @@ def forward(be, plan, Q, K, V, O, L, io, *, scale, causal, save_lse, dtype, coun
             raise TypeError(f"{name} must be stored as {np.dtype(storage).name} for dtype "
                             f"{dtype!r}, got {x.dtype}")
     BH, N, d = (int(n) for n in Q.shape)
-    if d not in B_C or plan.B_c != B_C[d] or plan.B_r % TILE or plan.B_r > TILE * MAX_WARPS:
-        raise ValueError(f"flash_fa2 runs d = 64 or 128 with block (16 w, B_c); got d = {d}, "
+    if (d not in B_C or plan.B_c != B_C[d] or plan.B_r % ROWS_PER_WARP
+            or plan.B_r > ROWS_PER_WARP * MAX_WARPS):
+        raise ValueError(f"flash_fa2 runs d = 64 or 128 with block (32 w, B_c); got d = {d}, "
                          f"block ({plan.B_r}, {plan.B_c})")
     kernel = be.function(FILE, f"flash_fa2_{'f16' if dtype == 'float16' else 'bf16'}_d{d}",
                          count_io)
@@ -98,6 +103,6 @@ def forward(be, plan, Q, K, V, O, L, io, *, scale, causal, save_lse, dtype, coun
     smem = shared_bytes(plan.B_r, d)
 
     def go():
-        kernel(grid, (32 * (plan.B_r // TILE),), args, shared_mem=smem)
+        kernel(grid, (32 * (plan.B_r // ROWS_PER_WARP),), args, shared_mem=smem)
 
     return go

@@ -3,10 +3,18 @@
 :mod:`ioattn.roofline` bounds a schedule by its global traffic and its flops. One level down,
 a kernel also waits for its shared memory and its tensor cores, and the emulator counts both
 exactly (:class:`ioattn.gpu.emulator.SiteCount`). For one launch of a kernel on one GPU of
-:data:`ioattn.gpus.GPUS` this module predicts its time as the largest of three times:
+:data:`ioattn.gpus.GPUS` this module predicts its time as the largest of four times, from three
+kinds of counts (global sectors, at two levels of the memory hierarchy; shared wavefronts;
+tensor-core multiply-adds):
 
-- **global**: the 32-byte sectors its warp requests touch in global memory, all taken to cross
-  the memory interface (HBM or GDDR), over the datasheet bandwidth;
+- **HBM**: the 32-byte sectors that must cross the memory interface (HBM or GDDR), over the
+  datasheet bandwidth; and **L2**: every sector the warp requests touch in global memory, over
+  the L2 cache's bandwidth to the SMs (:meth:`ioattn.gpus.GPU.l2_bandwidth`: documented for the
+  A100, assumed for the H100 and H200, absent for the T4; see :mod:`ioattn.gpus`). Where the L2
+  level applies (below), the HBM sectors are each array of the launch once, the compulsory
+  traffic (:attr:`Launch.arrays`, ``ceil(bytes / 32)`` each), and no more than the counted ones;
+  where it does not, every counted sector is taken to cross HBM, as
+  :attr:`Prediction.hbm_only` does for every launch (the pessimistic variant);
 - **shared**: its shared-memory wavefronts, one per clock per SM
   (:data:`ioattn.gpus.SHARED_BYTES_PER_CLOCK`: 32 banks of 4 bytes), over the SMs the grid
   occupies at the clock :meth:`ioattn.gpus.GPU.clock`;
@@ -17,18 +25,31 @@ exactly (:class:`ioattn.gpu.emulator.SiteCount`). For one launch of a kernel on 
   sub-partitions (one tensor core and one warp scheduler each, in the Turing, A100 and H100
   whitepapers) that its resident warps can keep busy, ``min(4, warps) / 4``.
 
+**The L2 assumption.** A forward kernel's blocks re-read their head's ``K`` and ``V`` (declared by
+:attr:`Kernel.reread`), one block per query block. The L2 level is applied to a launch when the
+``K`` and ``V`` of every head its resident blocks can span at once fit in the L2 cache: with
+``W = SMs x blocks per SM`` resident blocks, ``blocks / heads`` blocks a head, launched in the
+order of ``blockIdx.x`` (the query block) first, a wave spans at most ``ceil(W / (blocks /
+heads)) + 1`` heads. Then each ``K`` and ``V`` sector is taken to come from HBM once and to be
+served by the L2 at every re-read (an ideal cache: no eviction of lines still to be re-read, no
+conflict misses, L2 partitions perfectly balanced). CUDA does not promise this launch order;
+it is what the grid's shape intends. Kernels without ``reread`` (the backwards here) and GPUs
+without an L2 figure are predicted with every sector at HBM.
+
 The SMs the grid occupies are ``min(sms, blocks)``; the resident blocks per SM (occupancy) come
 from the kernel's registers per thread (ptxas, ``nvcc -Xptxas -v``, for the GPU's architecture),
 its threads and its shared memory per block (with the 1 KB each block reserves on 8.0 and 9.0,
 :data:`ioattn.gpu.plans.RESERVED`).
 
-**Left out**, so the prediction is a lower bound on the time of a real run, not a measurement:
-latency (of global loads, of ``mma`` results, of barriers: the overlap of the three levels is
+**Left out**, so the prediction is a lower bound on the time of a real run (given the L2
+bandwidth, which is assumed for the H100 and H200), not a measurement:
+latency (of global loads, of ``mma`` results, of barriers: the overlap of the levels is
 taken to be perfect), tail effects (the last partial wave of blocks: ``waves`` is reported, not
 used), instruction issue (the exponentials, conversions, address arithmetic and shuffles of the
-softmax, one instruction per warp per clock per sub-partition), the L2 cache (a sector read twice
-is counted twice at HBM, which a real L2 can serve), launch overhead and clock throttling. No
-GPU has run these kernels; every figure here is counted or derived, none is measured.
+softmax, one instruction per warp per clock per sub-partition), L2 misses beyond the compulsory
+ones and the L2's latency, the L1 cache (every sector is counted at the L2), launch overhead and
+clock throttling. No GPU has run these kernels; every figure here is counted or derived, none
+is measured.
 
 **Counts at large N.** Emulating ``N = 8192`` is out of reach, so the counts are scaled. For the
 kernels here, dense and with ``N`` a multiple of ``L = lcm(B_r, B_c)``, every query block does
@@ -64,7 +85,7 @@ from .backend import Backend
 from .plans import RESERVED
 
 __all__ = ["Counts", "Kernel", "KERNELS", "Occupancy", "Prediction", "Launch", "counts",
-           "launches", "occupancy", "predict", "register", "registers"]
+           "l2_span", "launches", "occupancy", "predict", "register", "registers"]
 
 #: Register allocation unit (registers per warp are rounded up to a multiple of it) on compute
 #: capability 7.5 to 9.0 (NVIDIA CUDA Occupancy Calculator, "Register allocation unit size").
@@ -81,6 +102,9 @@ class Kernel:
     backward: bool = False
     role: str = "readable"
     module: str | None = None            # a backward's host module (ioattn.gpu.<module>)
+    #: Positions, among the launch's array arguments, of the arrays every block of a head
+    #: re-reads (``K`` and ``V`` of a forward: the L2 assumption of the module docstring).
+    reread: tuple = ()
 
 
 #: The kernels, by label.
@@ -93,8 +117,8 @@ def register(kernel: Kernel) -> Kernel:
     return kernel
 
 
-register(Kernel("flash", "flash", role="readable"))
-register(Kernel("flash_fa2", "flash_fa2", role="fast"))
+register(Kernel("flash", "flash", role="readable", reread=(1, 2)))
+register(Kernel("flash_fa2", "flash_fa2", role="fast", reread=(1, 2)))
 register(Kernel("flash backward", "flash", backward=True, role="readable", module="backward"))
 try:                                   # a fast backward, when the package has one
     importlib.import_module("ioattn.gpu.flash_fa2_backward")
@@ -106,13 +130,20 @@ except ImportError:
 
 @dataclass(frozen=True)
 class Launch:
-    """One kernel launch of the host code: source file, kernel, grid, threads, shared bytes."""
+    """One kernel launch of the host code: source file, kernel, grid, threads, shared bytes, and
+    the bytes of each array argument in order (``arrays``)."""
 
     file: str
     kernel: str
     grid: tuple
     threads: int
     shared: int
+    arrays: tuple = ()
+
+    @property
+    def compulsory(self) -> int:
+        """Sectors of the launch's arrays, each once: ``sum(ceil(bytes / 32))``."""
+        return sum(-(-b // 32) for b in self.arrays)
 
     @property
     def blocks(self) -> int:
@@ -132,7 +163,9 @@ class _Recorder(Backend):
 
     def function(self, file, kernel, count_io):
         def launch(grid, block, args, shared_mem=0):
-            self.log.append(Launch(file, kernel, tuple(grid), math.prod(block), int(shared_mem)))
+            arrays = tuple(int(a.nbytes) for a in args if isinstance(a, np.ndarray) and a.ndim)
+            self.log.append(Launch(file, kernel, tuple(grid), math.prod(block), int(shared_mem),
+                                   arrays))
         return launch
 
 
@@ -172,10 +205,15 @@ def launches(label: str, N: int, d: int, *, heads: int = 1, dtype: str = "bfloat
     f32 = (heads, N, d)
     if kernel.backward:
         module = importlib.import_module(f"ioattn.gpu.{kernel.module}")
-        x = [np.empty(f32, np.float32) for _ in range(5)]
         grads = [np.empty(f32, np.float32) for _ in range(3)]
+        if kernel.module == "backward":          # the float32 backward
+            x = [np.empty(f32, np.float32) for _ in range(5)]
+            extra = {}
+        else:                                    # Q, K, V, dO in 16 bits, O float32
+            Q, K, V, dO = (np.empty(f32, storage) for _ in range(4))
+            x, extra = [Q, K, V, np.empty(f32, np.float32), dO], {"dtype": dtype}
         go = module.backward(be, plan, *x, np.empty((heads, N), np.float32), *grads,
-                             np.zeros(2, np.uint64), scale=1.0, count_io=False)
+                             np.zeros(2, np.uint64), scale=1.0, count_io=False, **extra)
     else:
         Q, K, V = (np.empty(f32, storage) for _ in range(3))
         go = HOSTS[kernel.name].forward(be, plan, Q, K, V, np.empty(f32, np.float32),
@@ -280,12 +318,18 @@ def _emulate(kernel: Kernel, N: int, d: int, dtype: str, block) -> tuple:
                          backend="emulator").accesses
         fwd = g.run("flash", Q, K, V, save_lse=True, backend="emulator")
         dO = rng.standard_normal((N, d)).astype(np.float32)
+        from .api import to_storage
+
         module = importlib.import_module(f"ioattn.gpu.{kernel.module}")
         plan = _plan(kernel, N, d, dtype, be.shared_memory_per_block, block)
         x = [np.ascontiguousarray(a[None], np.float32) for a in (Q, K, V, fwd.output, dO)]
+        extra = {}
+        if kernel.module != "backward":          # Q, K, V, dO in the kernel's 16 bits
+            x = [to_storage(a, dtype, np) if i != 3 else a for i, a in enumerate(x)]
+            extra = {"dtype": dtype}
         grads = [np.full((1, N, d), np.nan, np.float32) for _ in range(3)]
         module.backward(be, plan, *x, np.ascontiguousarray(fwd.lse[None], np.float32), *grads,
-                        np.zeros(2, np.uint64), scale=1 / np.sqrt(d), count_io=False)()
+                        np.zeros(2, np.uint64), scale=1 / np.sqrt(d), count_io=False, **extra)()
         return be.take_accesses()
 
 
@@ -352,9 +396,11 @@ def counts(label: str, N: int, d: int, *, heads: int = 1, dtype: str = "bfloat16
 
 @dataclass(frozen=True)
 class Prediction:
-    """:func:`predict`'s answer: the time of each level (seconds, Fractions), the bound (the
-    level of the largest), ``time`` (that largest), the flops of the matrix products, and what
-    went in."""
+    """:func:`predict`'s answer: the time of each level (seconds, Fractions: ``"HBM"``,
+    ``"L2"`` where the GPU has an L2 figure, ``"shared"``, ``"compute"``), the bound (the level of
+    the largest), ``time`` (that largest), the flops of the matrix products, and what went in.
+    ``hbm_only`` is the time of every counted sector at HBM; ``l2_resident`` says, per launch,
+    whether the L2 assumption (module docstring) was applied."""
 
     label: str
     gpu: str
@@ -385,6 +431,8 @@ class Prediction:
         return attention_flops(self.N, self.d, self.heads, backward=self.plan_backward)
 
     plan_backward: bool = False
+    hbm_only: Fraction = Fraction(0)
+    l2_resident: tuple = ()
     #: The index in ``launches`` of the launch with the most shared-memory wavefronts (whose
     #: occupancy, SMs and waves are reported).
     main: int = 0
@@ -393,6 +441,12 @@ class Prediction:
     def tflops(self) -> float:
         """The matrix products' flops over the predicted time, in 10^12 per second."""
         return float(self.flops / self.time) / 1e12
+
+    @property
+    def pessimistic(self) -> Fraction:
+        """The predicted time with every counted sector at HBM (no L2 reuse): the largest of
+        :attr:`hbm_only`, the shared and the compute levels."""
+        return max(self.hbm_only, self.times["shared"], self.times["compute"])
 
 
 def predict(label: str, N: int, d: int, *, heads: int = 1, dtype: str = "bfloat16",
@@ -419,13 +473,22 @@ def predict(label: str, N: int, d: int, *, heads: int = 1, dtype: str = "bfloat1
                                                       gpu=gpu, block=block,
                                                       only=runs[i].kernel).wavefronts)
     clock = g.clock()
-    times = {"global": Fraction(0), "shared": Fraction(0), "compute": Fraction(0)}
+    l2 = g.l2_bandwidth()
+    times = {"HBM": Fraction(0), **({"L2": Fraction(0)} if l2 else {}), "shared": Fraction(0),
+             "compute": Fraction(0)}
+    hbm_only, resident = Fraction(0), []
     for r, o in zip(runs, occ):          # launches run one after another: their times add
         part = counts(label, N, d, heads=heads, dtype=dtype, gpu=gpu, block=block, only=r.kernel)
         sms = min(g.sms, r.blocks)
         busy = Fraction(min(4, o.warps_per_sm if r.blocks >= g.sms else
                             -(-r.threads // 32)), 4)     # sub-partitions kept busy
-        times["global"] += Fraction(32 * part.sectors, g.bandwidth)
+        fits = bool(l2) and _l2_holds(kernel, r, o, g, heads)
+        resident.append(fits)
+        hbm = min(part.sectors, r.compulsory) if fits else part.sectors
+        times["HBM"] += Fraction(32 * hbm, g.bandwidth)
+        hbm_only += Fraction(32 * part.sectors, g.bandwidth)
+        if l2:
+            times["L2"] += Fraction(32 * part.sectors) / l2
         times["shared"] += Fraction(part.wavefronts) / (clock * sms)
         if part.fma:
             times["compute"] += Fraction(2 * part.fma) / (g.peak[dtype] * Fraction(sms, g.sms)
@@ -437,4 +500,25 @@ def predict(label: str, N: int, d: int, *, heads: int = 1, dtype: str = "bfloat1
     blocks = runs[main].blocks
     waves = -(-blocks // (g.sms * occ[main].blocks_per_sm))
     return Prediction(label, gpu, N, d, heads, dtype, plan, c, runs, occ, min(g.sms, blocks),
-                      waves, times, plan_backward=kernel.backward, main=main)
+                      waves, times, plan_backward=kernel.backward, hbm_only=hbm_only,
+                      l2_resident=tuple(resident), main=main)
+
+
+def l2_span(launch: Launch, occ: Occupancy, gpu: str, heads: int) -> int:
+    """The most heads one wave of ``launch``'s resident blocks spans on ``gpu``:
+    ``min(heads, ceil(W / (blocks / heads)) + 1)`` with ``W = min(SMs, blocks) x blocks per SM``
+    (blocks launched query block first, the L2 assumption of the module docstring)."""
+    g = _gpu(gpu)
+    if launch.blocks % heads:
+        raise ValueError(f"{launch.blocks} blocks do not split into {heads} heads")
+    wave = min(g.sms, launch.blocks) * occ.blocks_per_sm
+    return min(heads, -(-wave // (launch.blocks // heads)) + 1)
+
+
+def _l2_holds(kernel: Kernel, launch: Launch, occ: Occupancy, g, heads: int) -> bool:
+    """Whether the re-read arrays (:attr:`Kernel.reread`) of the heads one wave of resident
+    blocks spans (:func:`l2_span`) fit in ``g``'s L2 cache."""
+    if not kernel.reread or launch.blocks % heads:
+        return False
+    reread = sum(launch.arrays[i] for i in kernel.reread) // heads
+    return l2_span(launch, occ, g.name, heads) * reread <= g.l2

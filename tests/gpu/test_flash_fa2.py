@@ -33,7 +33,7 @@ def check(rng, shape, *, dtype, causal, block=None, M=None, backend="emulator", 
     assert np.abs(L - want_L).max() <= tol * max(1.0, np.abs(want_L).max())
     p = r.plan
     N, d = shape[-2:]
-    assert p.B_c == host.B_C[d] and p.B_r % 16 == 0
+    assert p.B_c == host.B_C[d] and p.B_r % host.ROWS_PER_WARP == 0
     cost = ioattn.io_cost("flash", N, d, p.M, block=(p.B_r, p.B_c),
                           mask=Mask.causal(N) if causal else None, save_lse=True)
     heads = int(np.prod(shape[:-2]))
@@ -49,10 +49,11 @@ def test_the_kernels():
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("shape, block", [
-    ((2, 37, 64), None),             # one ragged query block of 3 warps, one key block
-    ((1, 150, 64), (32, 64)),        # 5 query blocks, 3 key blocks (double buffer), ragged
-    ((1, 70, 128), None),            # d = 128: B_c = 32, 3 key blocks, ragged
-    ((2, 3, 5, 64), (16, 64)),       # batch and heads in front, N below one tile
+    ((2, 37, 64), None),             # one ragged query block of 2 warps, one key block
+    ((1, 150, 64), (32, 64)),        # 5 query blocks of 1 warp, 3 key blocks, ragged
+    ((1, 70, 128), None),            # d = 128: B_r = 96 (3 warps), B_c = 16, 5 key blocks
+    ((1, 300, 128), None),           # B_r = 128 (4 warps, 8 m-tiles), 3 query blocks, ragged
+    ((2, 3, 5, 64), (32, 64)),       # batch and heads in front, N below one m-tile
 ])
 def test_matches_reference_and_io_cost(rng, shape, block, causal, dtype):
     check(rng, shape, dtype=dtype, causal=causal, block=block)
@@ -68,7 +69,8 @@ def test_random_shapes(rng, data):
     warps = data.draw(st.integers(1, 4), label="warps")
     dtype = data.draw(st.sampled_from(["float16", "bfloat16"]), label="dtype")
     causal = data.draw(st.booleans(), label="causal")
-    check(rng, (heads, N, d), dtype=dtype, causal=causal, block=(16 * warps, host.B_C[d]))
+    check(rng, (heads, N, d), dtype=dtype, causal=causal,
+          block=(host.ROWS_PER_WARP * warps, host.B_C[d]))
 
 
 def test_heads_beyond_the_grid_loop(rng, monkeypatch):
@@ -105,6 +107,8 @@ def test_shared_memory_is_conflict_free(rng):
 @pytest.mark.parametrize("kw, match", [
     (dict(dtype="float32"), "float16 or bfloat16"),
     (dict(dtype="float16", block=(80, 64)), "block"),
+    (dict(dtype="float16", block=(16, 64)), "block"),       # a warp owns 32 rows
+    (dict(dtype="float16", block=(160, 64)), "block"),
     (dict(dtype="float16", block=(32, 32)), "block"),
     (dict(dtype="float16", M=100), "M >="),
 ])
