@@ -155,7 +155,9 @@ def timing(labels, repeats: int = 5) -> str:
 
 def markdown(label: str, counts) -> str:
     """One launch's sites as a Markdown table."""
-    lines = [f"### {label} (N = {N}, d = {D})", "",
+    sizes = (", ".join(f"{k} = {v}" for k, v in DECODE.items()) + f", d = {D}"
+             if CASES[label][0] == "decode" else f"N = {N}, d = {D}")
+    lines = [f"### {label} ({sizes})", "",
              "| kernel | line | space | requests | wavefronts | per request | sectors | "
              "per request | code |", "|---|---:|---|---:|---:|---:|---:|---:|---|"]
     for c in counts:
