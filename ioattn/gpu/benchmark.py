@@ -58,8 +58,8 @@ comparison for the readable bfloat16 ``flash``, beside it); float32 flash is fas
 materialised attention from ``N = 4096`` on.
 
 Without a GPU the script prints why and exits with status 2. ``--backend emulator`` runs the same
-pipeline on the CPU emulator with tiny sizes (``N <= 128``, ``d <= 64``) and wall-clock times (a check of this script, not a
-measurement; nothing is saved unless ``--out-dir`` is given).
+pipeline on the CPU emulator with tiny sizes (``N <= 128``, ``d <= 64``) and wall-clock times (a
+check of this script, not a measurement; nothing is saved unless ``--out-dir`` is given).
 """
 
 from __future__ import annotations
@@ -83,9 +83,10 @@ from ..roofline import BYTES, attention_flops, traffic_bytes
 __all__ = ["COLUMNS", "CONFIGS", "CROSS_COLUMNS", "Device", "FLOPS_NOTE", "KERNEL_IMPLS",
            "MODEL", "SCHEMA", "attention_flops", "bandwidth_gbps", "bench_crossover", "bench_row",
            "check_result", "checkout", "committed_results", "crossover_in_range",
-           "default_out_dir", "fa2_skip", "find_crossover", "forward_flops", "git_commit", "latest_result",
-           "main", "markdown_table", "materialised", "measure", "model_name", "parse_args", "plan_options",
-           "render", "result_paths", "results_folder", "save", "slug", "targets", "tflops"]
+           "default_out_dir", "fa2_skip", "find_crossover", "forward_flops", "git_commit",
+           "latest_result", "main", "markdown_table", "materialised", "measure", "model_name",
+           "parse_args", "plan_options", "render", "result_paths", "results_folder", "save",
+           "slug", "targets", "tflops"]
 
 
 # ------------------------------------------------------------------------ where things go
@@ -647,8 +648,10 @@ def _plan_text(plan) -> str:
 
 def plan_options(name: str, plan) -> dict:
     """The plan a kernel ran as the keywords that make it again: ``M``, and flash's (or
-    ``flash_fa2``'s) ``block`` (``[B_r, B_c]``) or square tiling's ``schedule``, for :func:`ioattn.io_cost`,
-    :func:`ioattn.gpu.gpu_plan` and :func:`ioattn.roofline.predict`. Recorded in each row."""
+    ``flash_fa2``'s) ``block`` (``[B_r, B_c]``) or square tiling's ``schedule``, for
+    :func:`ioattn.io_cost`, :func:`ioattn.gpu.gpu_plan` and :func:`ioattn.roofline.predict`
+    (``flash_fa2``'s through :func:`ioattn.gpu.compare.predict_kernel`). Recorded in each
+    row."""
     out = {"M": int(plan.M)}
     if name in ("flash", "flash_fa2"):
         out["block"] = [int(plan.B_r), int(plan.B_c)]

@@ -40,7 +40,8 @@ from ..roofline import Prediction, attention_flops, predict, terms, traffic_byte
 from .benchmark import KERNEL_IMPLS, markdown_table, model_name
 
 __all__ = ["Board", "Points", "beside", "board_of", "datasheet_key", "identify",
-           "measured_points", "predict_kernel", "predict_row", "predictions", "predictions_table", "table",
+           "measured_points", "predict_kernel", "predict_row", "predictions",
+           "predictions_table", "table",
            "BESIDE_COLUMNS", "PREDICTED_COLUMNS"]
 
 
