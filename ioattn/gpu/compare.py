@@ -18,6 +18,12 @@ figures, not a measurement (Williams, Waterman and Patterson's, see :mod:`ioattn
 kernel can pass its memory term when the L2 cache serves re-reads, so a fraction above 1 is
 possible, and the table says so.
 
+The fast kernel ``flash_fa2`` is not a name :func:`ioattn.roofline.predict` knows: it runs
+FlashAttention-2's schedule with its own blocks, and its counted traffic is flash's closed form
+for them (:mod:`ioattn.gpu.flash_fa2`), so :func:`predict_kernel` predicts it by flash's model
+with the plan ``flash_fa2`` takes on that GPU (its blocks, checked against that GPU's shared
+memory by the fast kernel's own layout).
+
 >>> identify("NVIDIA A100-SXM4-80GB").key
 'A100'
 >>> identify("NVIDIA A100-PCIE-40GB").key is None
@@ -30,11 +36,12 @@ import re
 from typing import NamedTuple
 
 from ..gpus import GPUS
-from ..roofline import Prediction, predict
-from .benchmark import KERNEL_IMPLS, markdown_table
+from ..roofline import Prediction, attention_flops, predict, terms, traffic_bytes
+from .benchmark import KERNEL_IMPLS, markdown_table, model_name
 
 __all__ = ["Board", "Points", "beside", "board_of", "datasheet_key", "identify",
-           "measured_points", "predict_row", "predictions", "predictions_table", "table",
+           "measured_points", "predict_kernel", "predict_row", "predictions",
+           "predictions_table", "table",
            "BESIDE_COLUMNS", "PREDICTED_COLUMNS"]
 
 
@@ -149,6 +156,43 @@ def board_of(doc: dict) -> Board:
     return identify(gpu["name"], gpu.get("memory_bytes"))
 
 
+def predict_kernel(impl: str, N: int, d: int, M: int | None = None, *, gpu: str,
+                   dtype: str = "float32", heads: int = 1, **options) -> Prediction:
+    """The roofline (:func:`ioattn.roofline.predict`) of one kernel of the benchmark
+    (:data:`ioattn.gpu.benchmark.KERNEL_IMPLS`) on ``gpu``.
+
+    The readable kernels are predicted by name. ``flash_fa2`` is predicted by its model
+    (:func:`ioattn.gpu.benchmark.model_name`, flash's closed form) for the plan the fast kernel
+    runs on ``gpu`` (:func:`ioattn.gpu.gpu_plan` with that GPU's shared memory per block: its
+    blocks, ``M`` and block as given or its own default), in its 16-bit storage; the returned
+    ``name`` is ``"flash_fa2"``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`ioattn.roofline.predict` does, and for ``flash_fa2`` at a ``d`` it is not
+        compiled for or a plan its shared memory cannot hold on ``gpu``.
+    """
+    if impl != "flash_fa2":
+        return predict(impl, N, d, M, gpu=gpu, dtype=dtype, heads=heads, **options)
+    from ..algorithms import get
+    from .api import gpu_plan
+
+    if gpu not in GPUS:
+        raise ValueError(f"unknown GPU {gpu!r}; the roofline knows {', '.join(GPUS)}")
+    terms(0, 0, gpu=gpu, dtype=dtype)                 # a GPU with a peak for dtype
+    if not isinstance(heads, int) or isinstance(heads, bool) or heads < 1:
+        raise ValueError(f"heads must be a positive int, got {heads!r}")
+    plan = gpu_plan(impl, N, d, M=M, dtype=dtype, budget=GPUS[gpu].shared_per_block, **options)
+    model = model_name(impl)
+    cost = get(model).cost(plan)
+    reads, writes = heads * cost.reads, heads * cost.writes
+    nbytes = traffic_bytes(model, dtype, reads, writes)
+    flops = attention_flops(N, d, heads)
+    return Prediction(gpu, impl, dtype, False, plan, heads, reads, writes, nbytes, flops,
+                      *terms(nbytes, flops, gpu=gpu, dtype=dtype))
+
+
 def predict_row(row: dict, gpu: str) -> Prediction:
     """The roofline on ``gpu`` of a benchmark row's kernel, dtype, ``N``, ``d``, ``batch x
     heads`` problems and plan (its ``plan_options``; without them, the plan the kernel takes by
@@ -165,8 +209,8 @@ def predict_row(row: dict, gpu: str) -> Prediction:
     M = opts.pop("M", None)
     if "block" in opts:
         opts["block"] = tuple(opts["block"])
-    p = predict(impl, row["N"], row["d"], M, gpu=gpu, dtype=row["dtype"],
-                heads=row["batch"] * row["heads"], **opts)
+    p = predict_kernel(impl, row["N"], row["d"], M, gpu=gpu, dtype=row["dtype"],
+                       heads=row["batch"] * row["heads"], **opts)
     counted = (row.get("reads"), row.get("writes"))
     if None not in counted and counted != (p.reads, p.writes):
         raise ValueError(f"the kernel counted {counted[0]:,}/{counted[1]:,} entries read/"
@@ -271,7 +315,9 @@ PREDICTED_COLUMNS = [("impl", "implementation"), ("dtype", "dtype"), ("N", "N"),
 def predictions(gpu: str, N, d, heads: int, batch: int = 1) -> list[dict]:
     """The roofline on ``gpu`` of every kernel configuration the benchmark runs
     (:data:`ioattn.gpu.benchmark.CONFIGS`), for each ``N`` and ``d``, with the plan each kernel
-    takes by itself on that GPU: a prediction for a run, not a measurement.
+    takes by itself on that GPU (:func:`predict_kernel`: ``flash_fa2`` by flash's model with
+    its own blocks; at a ``d`` it is not compiled for, its note says so): a prediction for a run,
+    not a measurement.
 
     Returns one dict per configuration and size: ``impl, dtype, N, d, batch, heads, plan``,
     ``predicted_ms``, ``attainable_tflops``, ``bound``, ``reads``, ``writes``, ``bytes``,
@@ -296,7 +342,7 @@ def predictions(gpu: str, N, d, heads: int, batch: int = 1) -> list[dict]:
                     out.append(entry)
                     continue
                 try:
-                    p = predict(impl, n, dd, gpu=gpu, dtype=dtype, heads=batch * heads)
+                    p = predict_kernel(impl, n, dd, gpu=gpu, dtype=dtype, heads=batch * heads)
                 except ValueError as err:
                     entry["note"] = _note(err)
                 else:

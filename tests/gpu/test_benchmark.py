@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import ioattn
 import ioattn.gpu as gpu
 from ioattn import roofline
 from ioattn.gpu import available, compare
@@ -41,9 +42,10 @@ def _run(*args, timeout=300):
 @pytest.fixture(scope="module")
 def emulated(tmp_path_factory):
     """``(doc, folder)``: the benchmark's pipeline run on the emulator by the script wrapper
-    ``benchmarks/gpu.py`` into a temporary folder, and the document it wrote."""
+    ``benchmarks/gpu.py`` into a temporary folder, and the document it wrote; at ``d = 16``
+    (where flash_fa2 is not compiled) and ``d = 64`` (where it is)."""
     folder = tmp_path_factory.mktemp("results")
-    done = _run(SCRIPT, "--backend", "emulator", "--out-dir", folder)
+    done = _run(SCRIPT, "--backend", "emulator", "--d", "16", "64", "--out-dir", folder)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "crossover: PASS" in done.stdout
     (js,) = folder.glob("gpu-cpu-emulator-*.json")
@@ -80,16 +82,35 @@ def test_the_emulator_pipeline_through_the_script(emulated):
     doc, folder = emulated
     bench.check_result(doc)
     assert doc["backend"] == "emulator" and doc["gpu"]["name"] == "CPU emulator"
-    kernels = [r for r in doc["rows"] if r["impl"] in bench.KERNEL_IMPLS]
+    assert {(r["impl"], r["dtype"]) for r in doc["rows"]} == set(bench.CONFIGS)
+    assert {("flash_fa2", "float16"), ("flash_fa2", "bfloat16")} <= set(bench.CONFIGS)
+    # flash_fa2 is compiled for d = 64 and 128: at d = 16 its rows are skipped, saying so
+    skipped = [r for r in doc["rows"] if r["impl"] == "flash_fa2" and r["d"] == 16]
+    assert len(skipped) == 2 * len(doc["settings"]["N"])
+    for r in skipped:
+        assert r["status"] == "skipped: flash_fa2 is compiled for d = 64 and 128 only, not d = 16"
+        assert r["time_ms"] is None and r["reads"] is None and r["plan_options"] is None
+    kernels = [r for r in doc["rows"] if r["impl"] in bench.KERNEL_IMPLS and r not in skipped]
     assert kernels and all(r["status"] == "ok" and r["time_ms"] > 0 for r in kernels)
+    fast = [r for r in kernels if r["impl"] == "flash_fa2"]
+    assert {(r["dtype"], r["d"]) for r in fast} == {("float16", 64), ("bfloat16", 64)}
+    assert len(fast) == 2 * len(doc["settings"]["N"])
+    for r in fast:
+        # the fast kernel's count is flash's closed form for its blocks (B_c = 64 at d = 64)
+        M, block = r["plan_options"]["M"], tuple(r["plan_options"]["block"])
+        assert block[1] == 64 and block[0] % 32 == 0
+        cost = ioattn.io_cost("flash", r["N"], r["d"], M, block=block)
+        BH = r["batch"] * r["heads"]
+        assert (r["reads"], r["writes"]) == (BH * cost.reads, BH * cost.writes)
+        assert r["counted_bytes"] == 2 * r["reads"] + 4 * r["writes"]     # 16-bit reads
     for r in kernels:
         # the counted bytes are ioattn.roofline's bytes of the counted entries
-        assert r["counted_bytes"] == roofline.traffic_bytes(r["impl"], r["dtype"], r["reads"],
-                                                            r["writes"])
+        assert r["counted_bytes"] == roofline.traffic_bytes(bench.model_name(r["impl"]),
+                                                            r["dtype"], r["reads"], r["writes"])
         assert r["tflops"] == pytest.approx(
             4 * r["N"] ** 2 * r["d"] * r["batch"] * r["heads"] / (r["time_ms"] * 1e-3) / 1e12)
         assert r["plan_options"]["M"] > 0
-        assert ("block" in r["plan_options"]) == (r["impl"] == "flash")
+        assert ("block" in r["plan_options"]) == (r["impl"] in ("flash", "flash_fa2"))
     for r in doc["rows"]:
         if r["impl"] not in bench.KERNEL_IMPLS:
             assert r["plan_options"] is None and r["reads"] is None
@@ -246,7 +267,8 @@ def _doc(**changes):
     """A result with made-up times for the targets' logic (never saved outside tmp_path)."""
     row = {key: None for key, _ in bench.COLUMNS}
     rows = []
-    for impl, dtype, ms in (("flash", "bfloat16", 2.0), ("torch sdpa", "bfloat16", 1.5),
+    for impl, dtype, ms in (("flash_fa2", "bfloat16", 1.0), ("flash", "bfloat16", 2.0),
+                            ("torch sdpa", "bfloat16", 1.5),
                             ("flash", "float32", 5.0), ("cupy materialised", "float32", 9.0)):
         rows.append({**row, "impl": impl, "dtype": dtype, "N": 8192, "d": 128, "heads": 16,
                      "batch": 1, "time_ms": ms, "status": "ok"})
@@ -263,16 +285,26 @@ def _doc(**changes):
 
 def test_targets_pass_fail_and_not_run():
     doc = _doc()
-    first, second = doc["targets"]
-    assert first["status"] == "PASS" and "75%" in first["detail"]       # 1.5 / 2.0
-    assert second["status"] == "PASS"
+    fast, readable, fp32 = doc["targets"]
+    # the target is the fast kernel's; the readable kernel's line is beside it
+    assert "flash_fa2" in fast["name"] and "fast kernel" in fast["name"]
+    assert "readable" in readable["name"] and "flash_fa2" not in readable["name"]
+    assert "N=8192, d=128, 16 heads (H200)" in fast["name"]
+    assert fast["status"] == "PASS" and "150%" in fast["detail"]         # 1.5 / 1.0
+    assert fast["detail"].startswith("flash_fa2 1.000 ms, SDPA 1.500 ms")
+    assert readable["status"] == "PASS" and "75%" in readable["detail"]   # 1.5 / 2.0
+    assert readable["detail"].startswith("flash 2.000 ms")
+    assert fp32["status"] == "PASS"
     rows = [dict(r) for r in doc["rows"]]
-    rows[0]["time_ms"] = 4.0                                          # 37.5% of SDPA
-    rows[2]["time_ms"] = 10.0                                         # slower than CuPy
-    first, second = bench.targets(rows, "Tesla T4")
-    assert first["status"] == "FAIL" and "set for an H200" in first["detail"]
-    assert second["status"] == "FAIL" and "N=8192, d=128" in second["detail"]
-    assert [t["status"] for t in bench.targets(rows[2:3], "x")] == ["NOT RUN", "NOT RUN"]
+    rows[0]["time_ms"] = 3.5                                          # 43% of SDPA
+    rows[3]["time_ms"] = 10.0                                         # slower than CuPy
+    fast, readable, fp32 = bench.targets(rows, "Tesla T4")
+    assert fast["status"] == "FAIL" and "set for an H200" in fast["detail"]
+    assert readable["status"] == "PASS"           # each line judges its own kernel
+    assert fp32["status"] == "FAIL" and "N=8192, d=128" in fp32["detail"]
+    rows[0]["status"] = "failed: ..."                 # a wrong output counts toward no target
+    assert bench.targets(rows, "NVIDIA H200")[0]["status"] == "NOT RUN"
+    assert [t["status"] for t in bench.targets(rows[3:4], "x")] == ["NOT RUN"] * 3
 
 
 # ------------------------------------------------------------------------ the JSON layout
@@ -411,7 +443,8 @@ def test_rows_beside_the_roofline_recomputed_from_the_datasheet(emulated):
         assert (got["impl"], got["dtype"], got["N"], got["d"], got["heads"]) == \
             (row["impl"], row["dtype"], row["N"], row["d"], row["heads"])
         assert (got["time_ms"], got["tflops"], got["note"]) == (row["time_ms"], row["tflops"], "")
-        per_read = 2 if row["impl"] == "flash" and row["dtype"] != "float32" else 4
+        per_read = 2 if row["impl"] in ("flash", "flash_fa2") and row["dtype"] != "float32" \
+            else 4
         nbytes = per_read * row["reads"] + 4 * row["writes"]
         flops = 4 * row["N"] ** 2 * row["d"] * row["batch"] * row["heads"]
         memory, compute = nbytes / spec.bandwidth, flops / spec.peak[row["dtype"]]
@@ -425,11 +458,14 @@ def test_rows_beside_the_roofline_recomputed_from_the_datasheet(emulated):
         M = opts.pop("M")
         if "block" in opts:
             opts["block"] = tuple(opts["block"])
-        p = roofline.predict(row["impl"], row["N"], row["d"], M, gpu=EMULATED_AS,
-                             dtype=row["dtype"], heads=row["batch"] * row["heads"], **opts)
+        # flash_fa2 by flash's roofline with its blocks (they fit an H200 in flash's layout too)
+        p = roofline.predict(bench.model_name(row["impl"]), row["N"], row["d"], M,
+                             gpu=EMULATED_AS, dtype=row["dtype"],
+                             heads=row["batch"] * row["heads"], **opts)
         assert (p.reads, p.writes, p.bytes, p.flops) == (row["reads"], row["writes"], nbytes,
                                                          flops)
         assert got["predicted_ms"] == 1e3 * p.time
+    assert {r["impl"] for r in rows} == set(bench.KERNEL_IMPLS)
 
 
 def test_no_datasheet_no_prediction(emulated):
@@ -457,13 +493,15 @@ def test_a_row_the_roofline_cannot_predict_says_why(emulated):
     big = {**square, "N": 4096, "d": 64, "reads": None, "writes": None,
            "plan_options": {"M": 58112, "schedule": "blocked"}}
     doc["rows"].append(big)
-    rows = {(r["impl"], r["dtype"], r["N"]): r for r in compare.beside(doc, "T4")}
-    assert "no bfloat16 peak" in rows["flash", "bfloat16", flash["N"]]["note"]
-    assert "shared memory" in rows["square_tiling", "float32", 4096]["note"]
-    assert "counted 9" in rows["square_tiling", "float32", square["N"]]["note"]
+    rows = {(r["impl"], r["dtype"], r["N"], r["d"]): r for r in compare.beside(doc, "T4")}
+    assert "no bfloat16 peak" in rows["flash", "bfloat16", flash["N"], flash["d"]]["note"]
+    assert "shared memory" in rows["square_tiling", "float32", 4096, 64]["note"]
+    assert f"counted {square['reads']:,}/" in \
+        rows["square_tiling", "float32", square["N"], square["d"]]["note"]
     assert all(rows[k]["predicted_ms"] is None for k in
-               [("flash", "bfloat16", flash["N"]), ("square_tiling", "float32", 4096),
-                ("square_tiling", "float32", square["N"])])
+               [("flash", "bfloat16", flash["N"], flash["d"]),
+                ("square_tiling", "float32", 4096, 64),
+                ("square_tiling", "float32", square["N"], square["d"])])
     with pytest.raises(ValueError, match="a causal pass"):
         compare.predict_row({**square, "causal": True}, EMULATED_AS)
     with pytest.raises(ValueError, match="baseline"):
@@ -482,21 +520,23 @@ def test_the_report_shows_the_kernels_beside_the_roofline(emulated):
 
 def test_measured_points_per_kernel_and_dtype(emulated):
     doc = copy.deepcopy(emulated[0])
-    pts = compare.measured_points(doc)
+    with pytest.raises(ValueError, match="pass d="):              # the run has d = 16 and 64
+        compare.measured_points(doc)
+    pts = compare.measured_points(doc, d=16)
     assert pts.gpu is None and pts.board.name == "CPU emulator" and pts.d == 16
     assert pts.label == f"CPU emulator, {doc['date'][:10]}"
     want = {}
     for r in doc["rows"]:
-        if r["impl"] in bench.KERNEL_IMPLS and r["tflops"] is not None:
+        if r["impl"] in bench.KERNEL_IMPLS and r["tflops"] is not None and r["d"] == 16:
             want.setdefault((r["impl"], r["dtype"]), []).append((r["N"], r["tflops"]))
     assert pts.series == {k: sorted(v) for k, v in want.items()}
     assert all(Ns == sorted(Ns) for Ns in pts.series.values())
+    assert ("flash_fa2", "bfloat16") not in pts.series             # skipped at d = 16
+    assert ("flash_fa2", "bfloat16") in compare.measured_points(doc, d=64).series
     assert ("cupy materialised", "float32") in compare.measured_points(
-        doc, kernels_only=False).series
-    assert compare.measured_points(_as_gpu(doc, "Tesla T4")).gpu == "T4"
+        doc, d=16, kernels_only=False).series
+    assert compare.measured_points(_as_gpu(doc, "Tesla T4"), d=64).gpu == "T4"
     doc["rows"] += [{**r, "d": 32} for r in doc["rows"]]
-    with pytest.raises(ValueError, match="pass d="):
-        compare.measured_points(doc)
     assert compare.measured_points(doc, d=32).d == 32
     with pytest.raises(ValueError, match="no measured rows with d = 99"):
         compare.measured_points(doc, d=99)
@@ -507,14 +547,35 @@ def test_predictions_for_the_runs_sizes():
     rows = compare.predictions("T4", args.N, args.d, args.heads, args.batch)
     kernels = [c for c in bench.CONFIGS if c[0] in bench.KERNEL_IMPLS]
     assert len(rows) == len(args.N) * len(args.d) * len(kernels)
+    assert {r["impl"] for r in rows} == set(bench.KERNEL_IMPLS)
+    spec = GPUS["T4"]
     for r in rows:
         if r["dtype"] == "bfloat16":
             assert r["predicted_ms"] is None and "no bfloat16 peak in the T4" in r["note"]
+            continue
+        if r["impl"] == "flash_fa2":
+            # flash's closed form for the blocks the fast kernel takes on a T4, recomputed
+            plan = gpu.gpu_plan("flash_fa2", r["N"], r["d"], dtype=r["dtype"],
+                                budget=spec.shared_per_block)
+            assert r["plan"] == f"M={plan.M} B_r={plan.B_r} B_c={plan.B_c}"
+            cost = ioattn.io_cost("flash", r["N"], r["d"], plan.M, block=(plan.B_r, plan.B_c))
+            reads, writes = args.heads * cost.reads, args.heads * cost.writes
+            flops = 4 * r["N"] ** 2 * r["d"] * args.heads
+            least = max((2 * reads + 4 * writes) / spec.bandwidth, flops / spec.peak["float16"])
+            assert (r["reads"], r["writes"], r["flops"]) == (reads, writes, flops)
+            assert r["bytes"] == 2 * reads + 4 * writes
+            assert r["predicted_ms"] == pytest.approx(1e3 * least, rel=1e-12)
             continue
         p = roofline.predict(r["impl"], r["N"], r["d"], gpu="T4", dtype=r["dtype"],
                              heads=args.heads)
         assert r["predicted_ms"] == 1e3 * p.time and r["bytes"] == p.bytes
         assert (r["reads"], r["writes"], r["flops"]) == (p.reads, p.writes, p.flops)
+    # at a d it is not compiled for, the fast kernel's prediction says why there is none
+    (r16,) = [r for r in compare.predictions("H200", [1024], [32], 4)
+              if (r["impl"], r["dtype"]) == ("flash_fa2", "float16")]
+    assert r16["predicted_ms"] is None and "compiled for d = 64 or 128" in r16["note"]
+    with pytest.raises(ValueError, match="no bfloat16 peak"):
+        compare.predict_kernel("flash_fa2", 1024, 64, gpu="T4", dtype="bfloat16")
     text = compare.predictions_table("T4", args.N, args.d, args.heads)
     assert text.startswith("Predicted, not measured")
     with pytest.raises(ValueError, match="unknown GPU"):
@@ -658,9 +719,9 @@ def test_a_wrong_output_marks_its_row_failed_and_counts_toward_no_target():
                  status="failed: ..."),
             dict(impl="cupy materialised", dtype="float32", N=4096, d=64, heads=16,
                  time_ms=2.0, status="ok")]
-    assert bench.targets(rows, "H200")[1]["status"] == "NOT RUN"
+    assert bench.targets(rows, "H200")[2]["status"] == "NOT RUN"
     rows[0]["status"] = "ok"
-    assert bench.targets(rows, "H200")[1]["status"] == "PASS"
+    assert bench.targets(rows, "H200")[2]["status"] == "PASS"
 
 
 def test_input_sets_share_one_scratch():
@@ -714,3 +775,14 @@ def test_a_kernel_sets_its_shared_memory_opt_in_once_not_at_every_launch():
     assert (Function.sets, Function.calls) == (1, 5)
     f((1,), (32,), (), shared_mem=120 * 1024)
     assert Function.sets == 2
+
+
+def test_the_fast_kernel_is_counted_by_flashs_model_and_runs_at_its_ds_only():
+    assert bench.model_name("flash_fa2") == "flash" == bench.model_name("flash")
+    assert {bench.model_name(i) for i in bench.KERNEL_IMPLS} == {"flash", "square_tiling",
+                                                                 "standard"}
+    with pytest.raises(ValueError, match="not a kernel of ioattn"):
+        bench.model_name("torch sdpa")
+    assert bench.fa2_skip(64) is None and bench.fa2_skip(128) is None
+    assert bench.fa2_skip(32) == "skipped: flash_fa2 is compiled for d = 64 and 128 only, " \
+                                 "not d = 32"
