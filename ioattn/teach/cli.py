@@ -248,20 +248,23 @@ def _check_writable(path: Path) -> None:
 
 @contextlib.contextmanager
 def _terminated_as_interrupt():
-    """While it lasts, ``SIGTERM`` interrupts as Ctrl-C does (so the notebooks are stopped and
-    the temporary folders removed)."""
+    """While it lasts, ``SIGTERM`` and ``SIGINT`` interrupt as Ctrl-C does (so the notebooks are
+    stopped and the temporary folders removed), even where the command started with ``SIGINT``
+    ignored (as a shell starts a background job), in which case Python installs no handler."""
     def interrupt(signum, frame):
         raise KeyboardInterrupt
 
     try:
         before = signal.signal(signal.SIGTERM, interrupt)
-    except ValueError:                   # not the main thread: leave SIGTERM as it is
+    except ValueError:                   # not the main thread: leave the signals as they are
         yield
         return
+    before_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, before)
+        signal.signal(signal.SIGINT, before_int)
 
 
 def _print(args, reports, problems, similar) -> None:

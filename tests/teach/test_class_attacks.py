@@ -388,12 +388,14 @@ def test_a_grading_leaves_no_temporary_folders(tmp_path, scratch):
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_an_interrupted_run_leaves_no_temporary_folders(tmp_path, scratch, signum):
     """Ctrl-C, or SIGTERM, while a notebook's cells run: the command stops its worker, whose
-    notebook ends with it, and every folder of the grading is removed."""
+    notebook ends with it, and every folder of the grading is removed. The command starts with
+    SIGINT ignored, as a shell starts a background job: it still stops on it."""
     cell, marker = sleeper()
     notebook(tmp_path / "subs" / "ada.ipynb", "matmul", "ada", cell)
     proc = subprocess.Popen([sys.executable, "-m", "ioattn", "grade", "matmul", "subs"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     for _ in range(1200):                          # until the notebook's cell runs
         if named(marker):
             break
