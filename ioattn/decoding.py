@@ -77,6 +77,7 @@ from ._validate import as_count, as_flag, as_scale
 from .algorithms.base import divide_rows
 from .api import collector_paused
 from .inference import _group, _grouping, _heads, stack_group, unstack_group
+from .masks import floor_sum
 from .memory import IOCount, TwoLevelMemory
 from .parallel.layout import shares
 
@@ -140,23 +141,6 @@ def tile_pages(t: int, N_k: int, B_c: int, P_s: int | None) -> tuple[range, int,
     return range(p0, p1 + 1), w, b - a
 
 
-def _floor_sum(n: int, m: int, a: int, b: int) -> int:
-    """``sum_{i < n} floor((a i + b) / m)`` for ``n >= 0``, ``m >= 1``, ``a, b >= 0`` (the
-    Euclid-like reduction; exact ints, ``O(log)`` steps)."""
-    total = 0
-    while True:
-        if a >= m:
-            total += (n - 1) * n // 2 * (a // m)
-            a %= m
-        if b >= m:
-            total += n * (b // m)
-            b %= m
-        y = a * n + b
-        if y < m:
-            return total
-        n, b, m, a = y // m, y % m, a, m
-
-
 def page_reads(N_k: int, B_c: int, P_s: int | None) -> tuple[int, int]:
     """``(W, E)``: the page rows and the block-table entries all ``T`` tiles read, in closed form.
 
@@ -176,8 +160,8 @@ def page_reads(N_k: int, B_c: int, P_s: int | None) -> tuple[int, int]:
     if P_s is None:
         return N_k, 0
     T = -(-N_k // B_c)
-    E = (T + _floor_sum(T - 1, P_s, B_c, B_c - 1) + (N_k - 1) // P_s
-         - _floor_sum(T, P_s, B_c, 0))
+    E = (T + floor_sum(T - 1, P_s, B_c, B_c - 1) + (N_k - 1) // P_s
+         - floor_sum(T, P_s, B_c, 0))
     n = -(-N_k // P_s)
     r = N_k - (n - 1) * P_s
     W = P_s * E - (P_s - r) * (T - (n - 1) * P_s // B_c)
