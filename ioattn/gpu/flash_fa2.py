@@ -23,6 +23,7 @@ import numpy as np
 
 from ..api import plan as make_plan
 from .flash_tc import TILE, _footprint
+from .plans import MAX_GRID_Y
 
 FILE = "flash_fa2.cu"
 #: ``B_c`` for each head dimension the kernel is compiled for.
@@ -30,8 +31,8 @@ B_C = {64: 64, 128: 16}
 MAX_WARPS = 4
 #: Query rows per warp: two m16 tiles (``MT = 2`` in the kernel).
 ROWS_PER_WARP = 2 * TILE
-#: Most heads along the grid's y axis; the kernel loops over the rest.
-GRID_Y = 65535
+#: Most heads along the grid's y axis (CUDA's limit); the kernel loops over the rest.
+GRID_Y = MAX_GRID_Y
 PAD = 16
 
 
