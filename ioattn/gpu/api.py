@@ -109,15 +109,20 @@ class Launch:
         return self._finish()
 
 
+def on_backend(x, be):
+    """``x`` as an array of backend ``be``: CuPy on ``"cuda"``, NumPy on the emulators (a CuPy
+    array is copied to the host)."""
+    if be.name == "cuda":
+        return be.xp.asarray(x)
+    if type(x).__module__.startswith("cupy"):
+        return x.get()
+    return np.asarray(x)
+
+
 def _as_heads(x, name, be, shape=None):
     """``x`` as a contiguous float32 ``(BH, N, d)`` array of the backend, with clear errors."""
     xp = be.xp
-    if be.name == "cuda":
-        x = xp.asarray(x)
-    elif type(x).__module__.startswith("cupy"):
-        x = x.get()
-    else:
-        x = np.asarray(x)
+    x = on_backend(x, be)
     if x.ndim < 2:
         raise ValueError(f"{name} must be (N, d) or (..., N, d), got shape {tuple(x.shape)}")
     if shape is not None and tuple(x.shape) != shape:

@@ -35,7 +35,7 @@ import numpy as np
 from .._validate import as_count, as_flag, suggest
 from ..algorithms.base import ceil_div
 from ..memory import IOCount
-from .api import MAX_D, Launch, _scale, to_storage
+from .api import MAX_D, Launch, _scale, on_backend, to_storage
 from .backend import BACKENDS, Backend, get_backend
 from .plans import ENTRY, MAX_GRID_Y, SharedMemoryExceeded
 
@@ -276,13 +276,7 @@ class DecodeResult:
 
 def _array(x, name, be, *, floating=True):
     """``x`` on the backend (NumPy or CuPy), with its dtype checked."""
-    xp = be.xp
-    if be.name == "cuda":
-        x = xp.asarray(x)
-    elif type(x).__module__.startswith("cupy"):
-        x = x.get()
-    else:
-        x = np.asarray(x)
+    x = on_backend(x, be)
     kind = x.dtype.kind
     if floating and kind != "f":
         raise TypeError(f"{name} must hold floating-point values, got dtype {x.dtype}")
