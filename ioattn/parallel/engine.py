@@ -344,6 +344,31 @@ def all_gather_backward(cc: Counted, Q, KV, O, dO, L, rows_of, causal: bool, sca
     return dQ, parts[p][0], parts[p][1]
 
 
+def _to_group(cc: Counted, X, rows_of, P_u: int, P_r: int, tail):
+    """The first all-to-all of USP and its variants on ``P_u x P_r`` ranks, ``p = r P_u + u``:
+    rank ``p`` sends each rank ``q`` of its group ``r`` its rows of ``q``'s heads and takes
+    theirs of its own heads. ``X`` is this rank's share, heads first; ``tail(m)`` the shape of
+    one head's piece of ``m`` rows. Returns ``r, u``, the head offsets ``ho``, the heads ``h`` it
+    serves, its ``group`` and ``peers``, the ``pieces`` (rank -> its rows of those heads), the
+    ``block_rows`` of every group (its ranks' rows one after the other) and the ``views``
+    (rank ``q``'s rows inside its group's block)."""
+    p = cc.rank
+    r, u = divmod(p, P_u)
+    ho = offsets(X.shape[0], P_u)
+    h = ho[u + 1] - ho[u]
+    group = [r * P_u + v for v in range(P_u)]
+    peers = [q for q in group if q != p]
+    pieces = {p: X[ho[u]:ho[u + 1]]}
+    for q in peers:
+        pieces[q] = cc.hold(f"in {q}", np.empty((h, *tail(len(rows_of[q])))))
+    cc.exchange([(q, X[ho[q % P_u]:ho[q % P_u + 1]]) for q in peers],
+                [(q, pieces[q]) for q in peers])
+    block_rows = [np.concatenate([rows_of[g * P_u + v] for v in range(P_u)]) for g in range(P_r)]
+    at = np.cumsum([0] + [len(rows_of[q]) for q in group])
+    views = {q: slice(at[v], at[v + 1]) for v, q in enumerate(group)}
+    return r, u, ho, h, group, peers, pieces, block_rows, views
+
+
 def usp(cc: Counted, QKV, N: int, rows_of, shape, causal: bool, scale: float, M=None):
     """Ulysses x ring [USP] on ``P_u x P_r`` ranks, ``p = r P_u + u`` (the rows of ``rows_of``:
     contiguous, or zigzag across the groups for ``"usp_zigzag"``): an all-to-all within
@@ -361,25 +386,13 @@ def usp(cc: Counted, QKV, N: int, rows_of, shape, causal: bool, scale: float, M=
     """
     p = cc.rank
     P_u, P_r = shape
-    r, u = divmod(p, P_u)
     H, _, n, d = QKV.shape
-    ho = offsets(H, P_u)
-    h = ho[u + 1] - ho[u]
-    group = [r * P_u + v for v in range(P_u)]
-    peers = [q for q in group if q != p]
-    pieces = {p: QKV[ho[u]:ho[u + 1]]}
-    for q in peers:
-        pieces[q] = cc.hold(f"in {q}", np.empty((h, 3, len(rows_of[q]), d)))
-    cc.exchange([(q, QKV[ho[q % P_u]:ho[q % P_u + 1]]) for q in peers],
-                [(q, pieces[q]) for q in peers])
-    # the group's rows, its processors' one after the other: rank q's at positions views[q]
-    block_rows = [np.concatenate([rows_of[g * P_u + v] for v in range(P_u)]) for g in range(P_r)]
-    at = np.cumsum([0] + [len(rows_of[q]) for q in group])
+    r, u, ho, h, group, peers, pieces, block_rows, views = _to_group(
+        cc, QKV, rows_of, P_u, P_r, lambda rows: (3, rows, d))
     out = {q: cc.hold(f"O {q}", np.zeros((h, len(rows_of[q]), d))) for q in group}
     N_r = len(block_rows[r])
     m = cc.hold("m", np.full((h, N_r), -np.inf))
     l = cc.hold("l", np.zeros((h, N_r)))
-    views = {q: slice(at[v], at[v + 1]) for v, q in enumerate(group)}
 
     local, steps = None, iter(range(P_r))
     if M is not None:       # the group's rows of Q_r again (the held words), in one cache
@@ -427,18 +440,10 @@ def usp_backward(cc: Counted, X, N: int, rows_of, shape, causal: bool, scale: fl
     blocks; a second all-to-all returns the rows of ``dQ, dK, dV``. Returns ``dQ, dK, dV``."""
     p = cc.rank
     P_u, P_r = shape
-    r, u = divmod(p, P_u)
     H, n = X.shape[0], len(rows_of[p])
     d = (X.shape[1] // n - 2) // 4
-    ho = offsets(H, P_u)
-    h = ho[u + 1] - ho[u]
-    group = [r * P_u + v for v in range(P_u)]
-    peers = [q for q in group if q != p]
-    pieces = {p: X[ho[u]:ho[u + 1]]}
-    for q in peers:
-        pieces[q] = cc.hold(f"in {q}", np.empty((h, (4 * d + 2) * len(rows_of[q]))))
-    cc.exchange([(q, X[ho[q % P_u]:ho[q % P_u + 1]]) for q in peers],
-                [(q, pieces[q]) for q in peers])
+    r, u, ho, h, group, peers, pieces, block_rows, views = _to_group(
+        cc, X, rows_of, P_u, P_r, lambda rows: ((4 * d + 2) * rows,))
 
     def part(q, k):
         """Piece ``q``'s ``Q, K, V, dO`` (``k`` = 0 to 3, ``h x n_q x d``) or ``L, D`` (4, 5)."""
@@ -447,9 +452,6 @@ def usp_backward(cc: Counted, X, N: int, rows_of, shape, causal: bool, scale: fl
             return pieces[q][:, k * m * d:(k + 1) * m * d].reshape(h, m, d)
         return pieces[q][:, 4 * m * d + (k - 4) * m:4 * m * d + (k - 3) * m]
 
-    block_rows = [np.concatenate([rows_of[g * P_u + v] for v in range(P_u)]) for g in range(P_r)]
-    at = np.cumsum([0] + [len(rows_of[q]) for q in group])
-    views = {q: slice(at[v], at[v + 1]) for v, q in enumerate(group)}
     dQ = {q: cc.hold(f"dQ {q}", np.zeros((h, len(rows_of[q]), d))) for q in group}
     blk = cc.hold("block 0", np.zeros((4, h, len(block_rows[r]), d)))
     for q in group:
@@ -484,20 +486,9 @@ def usp_grid(cc: Counted, QKV, N: int, rows_of, shape, causal: bool, scale: floa
     p = cc.rank
     P_u, P_a, P_b = shape
     P_r = P_a * P_b
-    r, u = divmod(p, P_u)
     H, _, n, d = QKV.shape
-    ho = offsets(H, P_u)
-    h = ho[u + 1] - ho[u]
-    group = [r * P_u + v for v in range(P_u)]
-    peers = [q for q in group if q != p]
-    pieces = {p: QKV[ho[u]:ho[u + 1]]}
-    for q in peers:
-        pieces[q] = cc.hold(f"in {q}", np.empty((h, 3, len(rows_of[q]), d)))
-    cc.exchange([(q, QKV[ho[q % P_u]:ho[q % P_u + 1]]) for q in peers],
-                [(q, pieces[q]) for q in peers])
-    block_rows = [np.concatenate([rows_of[g * P_u + v] for v in range(P_u)]) for g in range(P_r)]
-    at = np.cumsum([0] + [len(rows_of[q]) for q in group])
-    views = {q: slice(at[v], at[v + 1]) for v, q in enumerate(group)}
+    r, u, ho, h, group, peers, pieces, block_rows, views = _to_group(
+        cc, QKV, rows_of, P_u, P_r, lambda rows: (3, rows, d))
     N_r = len(block_rows[r])
     Q_r = cc.hold("Q_r", np.empty((h, N_r, d)))
     KV_r = cc.hold("K_r, V_r", np.empty((2, h, N_r, d)))
