@@ -186,15 +186,15 @@ __all__ = ["ALGORITHMS", "BACKWARD", "NAMES", "RINGS", "SCHEMES", "WITH_BACKWARD
 
 #: The algorithms, in the order the book introduces them.
 ALGORITHMS = ("ring", "striped", "all_to_all", "grid")
-#: Those with a backward pass.
-BACKWARD = ("ring", "striped")
+#: Those with a backward pass: all four.
+BACKWARD = ALGORITHMS
 #: The schemes run in practice: zigzag ring, all-gather of K, V, Ulysses x ring (and x zigzag
 #: ring), and head groups x grid.
 SCHEMES = ("zigzag", "all_gather", "usp", "usp_zigzag", "usp_grid")
 #: Every algorithm :func:`cost` and the MPI runs know.
 NAMES = ALGORITHMS + SCHEMES
 #: Every algorithm with a backward pass.
-WITH_BACKWARD = BACKWARD + ("zigzag", "all_gather", "usp", "usp_zigzag")
+WITH_BACKWARD = NAMES
 #: The layout of the rows each algorithm uses.
 LAYOUT = {"ring": "contiguous", "striped": "striped", "all_to_all": "contiguous",
           "grid": "contiguous", "zigzag": "zigzag", "all_gather": "zigzag", "usp": "contiguous",
@@ -415,8 +415,7 @@ def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = Fa
     causal : bool
         The causal mask: only ``work`` changes (every algorithm here moves the same words).
     backward : bool
-        The backward pass (those of :data:`WITH_BACKWARD`: ``"ring"``, ``"striped"``,
-        ``"zigzag"``, ``"all_gather"``, ``"usp"`` and ``"usp_zigzag"``).
+        The backward pass (every algorithm has one: :data:`WITH_BACKWARD`).
     grid : (int, int), optional
         ``(P_r, P_c)`` for ``"grid"``, default :func:`~.layout.grid_shape` ``(P, d)``;
         ``(P_u, P_r)`` for ``"usp"`` and ``"usp_zigzag"``, default :func:`~.layout.usp_shape`
@@ -459,11 +458,11 @@ def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = Fa
         parts = _usp([int(x) for x in group_sizes(N, grid)], N, d, P, H, causal, grid,
                      chunks=[int(x) for x in shares(N, 2 * grid[1])], backward=backward)
     elif name == "usp_grid":
-        parts = _usp_grid([int(x) for x in shares(N, P)], N, d, P, H, causal, grid)
+        parts = _usp_grid([int(x) for x in shares(N, P)], N, d, P, H, causal, grid, backward)
     elif name == "all_to_all":
-        parts = _all_to_all([int(x) for x in shares(N, P)], N, d, P, H, causal)
+        parts = _all_to_all([int(x) for x in shares(N, P)], N, d, P, H, causal, backward)
     else:
-        parts = _grid([int(x) for x in shares(N, P)], N, d, P, H, causal, grid)
+        parts = _grid([int(x) for x in shares(N, P)], N, d, P, H, causal, grid, backward)
     sent, received, messages, memory, work = (np.asarray(x, dtype) for x in parts)
     cache = (None, None)
     if M is not None:
@@ -645,10 +644,13 @@ def _group_pairs(N_g, chunks, r, j, causal) -> int:
                for a in (r, last - r) for b in (j, last - j))
 
 
-def _usp_grid(n, N, d, P, H, causal, grid):
+def _usp_grid(n, N, d, P, H, causal, grid, backward=False):
     """Head groups x grid (module docstring): ``grid = (P_u, P_a, P_b)``, ``p = r P_u + u``,
     ``r = a P_b + b``; the grid scheme's counts on the groups, with ``N_r`` for ``n_p`` and the
-    ``h_u`` heads, beside USP's two all-to-alls."""
+    ``h_u`` heads, beside USP's two all-to-alls; ``backward``: the gradients
+    (:func:`_usp_grid_backward`)."""
+    if backward:
+        return _usp_grid_backward(n, N, d, P, H, causal, grid)
     P_u, P_a, P_b = grid
     h = [int(x) for x in shares(H, P_u)]
     N_g = [sum(n[r * P_u: (r + 1) * P_u]) for r in range(P_a * P_b)]      # N_r
@@ -678,7 +680,39 @@ def _usp_grid(n, N, d, P, H, causal, grid):
     return sent, received, [2 * (P_u - 1) + 2 * (P_b - 1) + (P_a - 1)] * P, memory, work
 
 
-def _all_to_all(n, N, d, P, H, causal):
+def _usp_grid_backward(n, N, d, P, H, causal, grid):
+    """Head groups x grid, backward (module docstring): USP's all-to-all of ``Q, K, V, dO, L,
+    D``, the grid's backward pass on the groups (``N_r`` for ``n_p``, ``h_u`` heads), the
+    all-to-all of ``dQ, dK, dV``."""
+    P_u, P_a, P_b = grid
+    h = [int(x) for x in shares(H, P_u)]
+    N_g = [sum(n[r * P_u: (r + 1) * P_u]) for r in range(P_a * P_b)]      # N_r
+    sent, received, messages, memory, work = [], [], [], [], []
+    for p in range(P):
+        r, u = divmod(p, P_u)
+        a, b = divmod(r, P_b)
+        hu, Nr = h[u], N_g[r]
+        qs = [a * P_b + c for c in range(P_b)]                  # the groups of query block a
+        ks = [g * P_b + b for g in range(P_a)]                  # the groups of key block b
+        N_a, N_b = sum(N_g[q] for q in qs), sum(N_g[k] for k in ks)
+        s, rv, m, held = _grid_backward_words(Nr, N_a, N_b, d, hu, P_a, P_b)
+        sent.append((4 * d + 2) * n[p] * (H - hu) + s + 3 * d * hu * (Nr - n[p]))
+        received.append((4 * d + 2) * hu * (Nr - n[p]) + rv + 3 * d * n[p] * (H - hu))
+        messages.append(2 * (P_u - 1) + m)
+        memory.append((5 * d + 2) * H * n[p] + max(
+            (4 * d + 2) * hu * (2 * Nr - n[p]),         # the pieces, copied to the group's
+            (4 * d + 2) * hu * Nr + held,               # the grid's backward on them
+            3 * d * hu * Nr + 3 * d * H * n[p] + 3 * d * hu * (Nr - n[p])))   # and back
+        work.append([hu * sum(_contiguous_pairs(N_g[q], N_g[k], q, k, causal)
+                              for q in qs for k in ks)])
+    return sent, received, messages, memory, work
+
+
+def _all_to_all(n, N, d, P, H, causal, backward=False):
+    """Head parallelism (module docstring); ``backward``: USP's backward pass at ``P_r = 1``
+    (:func:`_usp_backward` on the shape ``(P, 1)``), the same program."""
+    if backward:
+        return _usp_backward(n, N, d, P, H, causal, (P, 1))
     h = [int(x) for x in shares(H, P)]
     Z = N * (N + 1) // 2 if causal else N * N
     sent = [3 * d * n[p] * (H - h[p]) + d * h[p] * (N - n[p]) for p in range(P)]
@@ -688,7 +722,25 @@ def _all_to_all(n, N, d, P, H, causal):
     return sent, received, [2 * (P - 1)] * P, memory, [[h[p] * Z] for p in range(P)]
 
 
-def _grid(n, N, d, P, H, causal, grid):
+def _grid_backward_words(n, N_a, N_b, d, H, P_r, P_c):
+    """The grid's backward pass at one place (module docstring): words sent and received,
+    messages and the largest number of words held beyond the place's own inputs, for ``n`` own
+    rows, query block ``N_a``, key block ``N_b`` and ``H`` heads."""
+    sent = (2 * d + 2) * H * n * (P_c - 1) + 2 * d * H * n * (P_r - 1) \
+        + d * H * (N_a - n) + 2 * d * H * (N_b - n)
+    received = (2 * d + 2) * H * (N_a - n) + 2 * d * H * (N_b - n) \
+        + d * H * n * (P_c - 1) + 2 * d * H * n * (P_r - 1)
+    compute = (2 * d + 2) * H * (N_a - n) + 2 * d * H * (N_b - n) + d * H * N_a + 2 * d * H * N_b
+    sum_dQ = d * H * N_a + 2 * d * H * N_b + d * H * n * (P_c - 1)
+    sum_dKV = d * H * n + 2 * d * H * N_b + 2 * d * H * n * (P_r - 1)
+    return sent, received, 2 * (P_c - 1) + 2 * (P_r - 1), max(compute, sum_dQ, sum_dKV)
+
+
+def _grid(n, N, d, P, H, causal, grid, backward=False):
+    """The grid (module docstring): ``grid = (P_r, P_c)``, ``p = a P_c + b``; ``backward``: the
+    gradients (:func:`_grid_backward`)."""
+    if backward:
+        return _grid_backward(n, N, d, P, H, causal, grid)
     P_r, P_c = grid
     sent, received, messages, memory, work = [], [], [], [], []
     for p in range(P):
@@ -708,6 +760,24 @@ def _grid(n, N, d, P, H, causal, grid):
         work.append([H * sum(_contiguous_pairs(n[q], n[k], q, k, causal)
                              for q in qs for k in ks)])
     return sent, received, messages, memory, work
+
+
+def _grid_backward(n, N, d, P, H, causal, grid):
+    """The grid's backward pass (module docstring): the gathers of ``Q, dO, L, D`` along the
+    row and of ``K, V`` along the column, the reduce-scatters of ``dQ`` along the row and of
+    ``dK, dV`` along the column; the forward pass's work."""
+    P_r, P_c = grid
+    sent, received, messages, memory = [], [], [], []
+    for p in range(P):
+        a, b = divmod(p, P_c)
+        N_a = sum(n[a * P_c + c] for c in range(P_c))           # query block a
+        N_b = sum(n[r * P_c + b] for r in range(P_r))           # key block b
+        s, r, m, held = _grid_backward_words(n[p], N_a, N_b, d, H, P_r, P_c)
+        sent.append(s)
+        received.append(r)
+        messages.append(m)
+        memory.append((5 * d + 2) * H * n[p] + held)    # O, the packed Q, dO, L, D, and K, V
+    return sent, received, messages, memory, _grid(n, N, d, P, H, causal, grid)[4]
 
 
 def sweep(N: int, d: int, Ps, *, heads: int = 1, causal: bool = False,

@@ -22,10 +22,14 @@ and reports the entries between them beside its words (USP's after its first all
 group's rows of its heads).
 Head groups x grid (:func:`usp_grid`) runs :func:`grid` on the ranks that share the heads.
 
-The backward passes: :func:`ring_backward` (ring, striped and zigzag), :func:`all_gather_backward`
-(the gather again, then a ring reduce-scatter of ``dK, dV``) and :func:`usp_backward` (USP and
-its zigzag form: all-to-all in, the ring's backward across the groups, all-to-all back); the
-rings of the first and the last are the same code (:func:`_gradient_ring`).
+The backward passes, one for every algorithm: :func:`ring_backward` (ring, striped and zigzag),
+:func:`all_gather_backward` (the gather again, then a ring reduce-scatter of ``dK, dV``),
+:func:`usp_backward` (USP and its zigzag form: all-to-all in, the ring's backward across the
+groups, all-to-all back; with one group, ``P_r = 1``, it is all-to-all's backward, the reverse
+all-to-all of DeepSpeed Ulysses), :func:`grid_backward` (gathers along the grid row and column,
+then reduce-scatters of ``dQ`` along the row and of ``dK, dV`` along the column) and
+:func:`usp_grid_backward` (all-to-all in, :func:`grid_backward` on the groups, all-to-all back);
+the rings of the first and of USP are the same code (:func:`_gradient_ring`).
 
 Zigzag ring attention is :func:`ring` and :func:`ring_backward` on the zigzag layout (the rows
 of the two chunks of each processor, :func:`~ioattn.parallel.layout.rows`): the causal mask is
@@ -51,8 +55,9 @@ from .layout import group_rows, offsets, rows
 from .reference import attention, attention_backward
 from .two_level import Processor, check_M, key_steps
 
-__all__ = ["ERROR", "all_gather", "all_gather_backward", "all_to_all", "grid", "main", "ring",
-           "ring_backward", "run_job", "usp", "usp_backward", "usp_grid"]
+__all__ = ["ERROR", "all_gather", "all_gather_backward", "all_to_all", "grid", "grid_backward",
+           "main", "ring", "ring_backward", "run_job", "usp", "usp_backward", "usp_grid",
+           "usp_grid_backward"]
 
 #: How a failing rank marks its error on stderr, for :func:`ioattn.parallel.launch.launch`.
 ERROR = "ioattn-parallel-error:"
@@ -511,6 +516,90 @@ def usp_grid(cc: Counted, QKV, N: int, rows_of, shape, causal: bool, scale: floa
     return O
 
 
+def grid_backward(cc: Counted, X, KV, rows_of, shape, causal: bool, scale: float, ranks=None):
+    """The two-dimensional scheme, backward, on a ``P_r x P_c`` grid, rank ``p = a P_c + b``:
+    ``X`` is this place's ``H x n_p x (2d + 2)`` of ``Q, dO, L, D`` (``D = rowsum(dO o O)`` is
+    computed on the rows before, so ``O`` need not travel), ``KV`` its ``2 x H x n_p x d``.
+    Gather ``X`` of the query block along grid row ``a`` and ``K, V`` of the key block along grid
+    column ``b`` (one message to each peer), add block ``b``'s part to a partial ``dQ`` of every
+    chunk of block ``a`` and block ``a``'s part to a partial ``dK, dV`` of every chunk of block
+    ``b`` (:func:`_gradients`), then reduce-scatter: each partial ``dQ`` goes to the place of its
+    rows along the row, each partial ``dK, dV`` along the column, and the place sums those of its
+    own rows. ``ranks``, when given, are the MPI ranks of the places (the grids of
+    ``"usp_grid"``). Returns ``dQ`` and ``dK, dV`` (``2 x H x n_p x d``) of the place, held as
+    ``"dQ {p}"`` and ``"dK, dV {p}"``."""
+    at = list(range(cc.size)) if ranks is None else list(ranks)
+    p = at.index(cc.rank)
+    P_r, P_c = shape
+    a, b = divmod(p, P_c)
+    H, n, w = X.shape
+    d = (w - 2) // 2
+    row = [a * P_c + c for c in range(P_c) if a * P_c + c != p]
+    col = [r * P_c + b for r in range(P_r) if r * P_c + b != p]
+    Xs, KVs = {p: X}, {p: KV}
+    for q in row:
+        Xs[q] = cc.hold(f"Q, dO, L, D {q}", np.empty((H, len(rows_of[q]), w)))
+    cc.exchange([(at[q], X) for q in row], [(at[q], Xs[q]) for q in row], tag=5)
+    for k in col:
+        KVs[k] = cc.hold(f"K, V {k}", np.empty((2, H, len(rows_of[k]), d)))
+    cc.exchange([(at[k], KV) for k in col], [(at[k], KVs[k]) for k in col], tag=6)
+    dQ = {q: cc.hold(f"dQ {q}", np.zeros((H, len(rows_of[q]), d))) for q in Xs}
+    dKV = {k: cc.hold(f"dK, dV {k}", np.zeros((2, H, len(rows_of[k]), d))) for k in KVs}
+    cc.work.append(sum(_gradients(Xs[q][..., :d], (*KVs[k], *dKV[k]), Xs[q][..., d:2 * d],
+                                  Xs[q][..., 2 * d], Xs[q][..., 2 * d + 1], dQ[q], rows_of[q],
+                                  rows_of[k], causal, scale) for q in Xs for k in KVs))
+    cc.drop(*(f"Q, dO, L, D {q}" for q in row), *(f"K, V {k}" for k in col))
+    for parts, peers, name, tag in ((dQ, row, "dQ", 7), (dKV, col, "dK, dV", 8)):
+        got = {q: cc.hold(f"{name} from {q}", np.empty_like(parts[p])) for q in peers}
+        cc.exchange([(at[q], parts[q]) for q in peers], [(at[q], got[q]) for q in peers],
+                    tag=tag)
+        for q in peers:
+            parts[p] += got[q]
+        cc.drop(*(f"{name} from {q}" for q in peers), *(f"{name} {q}" for q in peers))
+    return dQ[p], dKV[p]
+
+
+def usp_grid_backward(cc: Counted, X, N: int, rows_of, shape, causal: bool, scale: float):
+    """Head groups x grid, backward, on ``P_u x P_a x P_b`` ranks, ``p = r P_u + u``
+    (``r = a P_b + b``): ``X`` is this rank's ``H x (4d + 2) n_p`` share of ``Q, K, V, dO, L,
+    D`` (as for :func:`usp_backward`). The all-to-all within group ``r`` gives rank ``p`` the
+    group's rows of its heads; the ranks with the same ``u`` run :func:`grid_backward` on them,
+    the groups' rows in the places of a ``P_a x P_b`` grid; a second all-to-all returns the rows
+    of ``dQ, dK, dV``. Returns ``dQ, dK, dV``."""
+    p = cc.rank
+    P_u, P_a, P_b = shape
+    P_r = P_a * P_b
+    H, n = X.shape[0], len(rows_of[p])
+    d = (X.shape[1] // n - 2) // 4
+    r, u, ho, h, group, peers, pieces, block_rows, views = _to_group(
+        cc, X, rows_of, P_u, P_r, lambda rows: ((4 * d + 2) * rows,))
+    N_r = len(block_rows[r])
+    X_r = cc.hold("Q_r, dO_r, L_r, D_r", np.empty((h, N_r, 2 * d + 2)))
+    KV_r = cc.hold("K_r, V_r", np.empty((2, h, N_r, d)))
+    for q in group:             # piece q: per head its rows of Q, K, V, dO (m d each), L, D
+        m, piece = len(rows_of[q]), pieces[q]
+        blocks = piece[:, :4 * m * d].reshape(h, 4, m, d)
+        X_r[:, views[q], :d], X_r[:, views[q], d:2 * d] = blocks[:, 0], blocks[:, 3]
+        X_r[:, views[q], 2 * d], X_r[:, views[q], 2 * d + 1] = \
+            piece[:, 4 * m * d:4 * m * d + m], piece[:, 4 * m * d + m:]
+        KV_r[:, :, views[q]] = blocks[:, 1:3].transpose(1, 0, 2, 3)
+    cc.drop(*(f"in {q}" for q in peers))
+    dQ_r, dKV_r = grid_backward(cc, X_r, KV_r, block_rows, (P_a, P_b), causal, scale,
+                                ranks=[g * P_u + u for g in range(P_r)])
+    cc.drop("Q_r, dO_r, L_r, D_r", "K_r, V_r")
+    out = cc.hold("dQ, dK, dV", np.empty((H, 3, n, d)))
+    packs = {}
+    for q in group:
+        dest = out[ho[u]:ho[u + 1]] if q == p else cc.hold(f"to {q}", np.empty(
+            (h, 3, len(rows_of[q]), d)))
+        dest[:, 0], dest[:, 1:] = dQ_r[:, views[q]], dKV_r[:, :, views[q]].transpose(1, 0, 2, 3)
+        packs[q] = dest
+    cc.drop(f"dQ {r}", f"dK, dV {r}")
+    cc.exchange([(q, packs[q]) for q in peers],
+                [(q, out[ho[q % P_u]:ho[q % P_u + 1]]) for q in peers], tag=1)
+    return out[:, 0], out[:, 1], out[:, 2]
+
+
 def _usp_ring(cc: Counted, cur, block_rows, P_u: int, r: int, u: int, fold) -> None:
     """The ring of USP over the ``P_r`` groups, on the ranks ``g P_u + u``: at step ``s`` fold
     the block of group ``j = r - s`` (``fold(K, V, rows)``) while the next one arrives."""
@@ -574,7 +663,7 @@ def run_job(job: dict, comm) -> dict | None:
 
     if backward:
         O_full, L_full = attention(full["Q"], full["K"], full["V"], causal=causal, scale=scale)
-    if backward and name in ("usp", "usp_zigzag"):
+    if backward and name in ("usp", "usp_zigzag", "all_to_all", "usp_grid"):
         O = cc.hold("O", take(O_full))
         dO = take(full["dO"])
         D = np.einsum("hnd,hnd->hn", dO, O)
@@ -582,8 +671,22 @@ def run_job(job: dict, comm) -> dict | None:
             [take(full["Q"]).reshape(H, -1), take(full["K"]).reshape(H, -1),
              take(full["V"]).reshape(H, -1), dO.reshape(H, -1), take(L_full), D], axis=1))
         comm.Barrier()
-        out = tuple(np.ascontiguousarray(x) for x in usp_backward(cc, X, N, rows_of, shape,
-                                                                     causal, scale))
+        if name == "usp_grid":
+            out = usp_grid_backward(cc, X, N, rows_of, shape, causal, scale)
+        else:       # all-to-all's backward is USP's with one group (P_r = 1)
+            out = usp_backward(cc, X, N, rows_of, (P, 1) if name == "all_to_all" else shape,
+                               causal, scale)
+        out = tuple(np.ascontiguousarray(x) for x in out)
+    elif backward and name == "grid":
+        O = cc.hold("O", take(O_full))
+        dO = take(full["dO"])
+        X = cc.hold("Q, dO, L, D", np.concatenate(
+            [take(full["Q"]), dO, take(L_full)[..., None],
+             np.einsum("hnd,hnd->hn", dO, O)[..., None]], axis=2))
+        KV = cc.hold("K, V", np.ascontiguousarray(np.stack([take(full["K"]), take(full["V"])])))
+        comm.Barrier()
+        dQ, dKV = grid_backward(cc, X, KV, rows_of, shape, causal, scale)
+        out = (dQ, dKV[0], dKV[1])
     elif name in ("all_to_all", "usp", "usp_zigzag", "usp_grid"):
         QKV = cc.hold("Q, K, V", np.ascontiguousarray(
             np.stack([full["Q"], full["K"], full["V"]], axis=1)[:, :, mine]))
