@@ -45,6 +45,14 @@ of ``O``::
     sent_p = 3d n_p (H - h_p) + d h_p (N - n_p),
     received_p = 3d h_p (N - n_p) + d n_p (H - h_p),   messages_p = 2 (P - 1).
 
+Its backward pass (``backward=True``) is the reverse all-to-alls of Ulysses, and it is USP's
+backward pass below with one group (``grid = (P, 1)``, the same program): ``D = rowsum(dO o O)``
+on the own rows, an all-to-all of ``Q, K, V, dO, L, D`` (``4d + 2`` words a row and head), the
+gradients of whole heads, an all-to-all of ``dQ, dK, dV`` back::
+
+    sent_p = (4d + 2) n_p (H - h_p) + 3d h_p (N - n_p),
+    received_p = (4d + 2) h_p (N - n_p) + 3d n_p (H - h_p),   messages_p = 2 (P - 1).
+
 ``"grid"`` -- the two-dimensional scheme derived in the chapter: processors in a ``P_r x P_c``
 grid, ``p = a P_c + b``. Grid row ``a`` gathers its query block (the ``N_a`` rows its processors
 hold), grid column ``b`` its key block (``N^b`` rows); processor ``(a, b)`` attends block ``a`` to
@@ -62,6 +70,26 @@ For ``P_r = P_c = sqrt(P)`` the traffic is ``2 (4d + 1) H (N / sqrt(P)) (1 - 1 /
 against the ring's ``4 d H N (1 - 1/P)``: less on every grid with at least two rows and two
 columns, equal on a ``P x 1`` grid, for memory ``(4d + 3) H N / sqrt(P)`` instead of the ring's
 ``(8d + 2) H N / P``.
+
+Its backward pass (``backward=True``) computes ``D = rowsum(dO o O)`` on the own rows, gathers
+``Q, dO, L, D`` of the query block along the grid row (``2d + 2`` words a row and head) and
+``K, V`` of the key block along the grid column, adds block ``b``'s part to a partial ``dQ`` of
+the ``N_a`` rows and block ``a``'s part to a partial ``dK, dV`` of the ``N^b`` rows, then two
+reduce-scatters: the partial ``dQ`` along the grid row and ``dK, dV`` along the grid column,
+each processor summing those of its own rows::
+
+    sent_p = (2d + 2) H n_p (P_c - 1) + 2dH n_p (P_r - 1) + dH (N_a - n_p) + 2dH (N^b - n_p),
+    received_p = (2d + 2) H (N_a - n_p) + 2dH (N^b - n_p) + dH n_p (P_c - 1)
+                 + 2dH n_p (P_r - 1),
+    messages_p = 2 (P_c - 1) + 2 (P_r - 1),
+    memory_p = (5d + 2) H n_p + max((2d + 2) H (N_a - n_p) + 2dH (N^b - n_p) + dH N_a + 2dH N^b,
+                                    dH N_a + 2dH N^b + dH n_p (P_c - 1),
+                                    dH n_p + 2dH N^b + 2dH n_p (P_r - 1))
+
+(``O``, the packed ``Q, dO, L, D`` and ``K, V`` of the own rows; then the gathered blocks and
+the partial gradients, then the sums of ``dQ`` arriving, then those of ``dK, dV``). With equal
+shares the traffic is ``2 H n ((3d + 2)(P_c - 1) + 4d (P_r - 1))``, against the ring's backward
+``2 H n (4d (P - 1) + 2d)``.
 
 Every count is an exact integer: the arrays are int64 where no count can reach ``2^62``, and
 arrays of Python ints beyond (``N = 10^9`` and more), so nothing overflows.
@@ -154,6 +182,21 @@ all-to-all copied into the group's ``Q_r`` and ``K_r, V_r`` (``3d h_u (2N_r - n_
 the grid's buffers on them (``3d h_u N_r`` plus the grid's ``max(compute, merge)`` with
 ``N_r`` and ``h_u``), then ``O_r`` cut into the pieces it returns (``2d h_u N_r``), then the
 rows of ``O`` arriving (``d h_u N_r + dH n_p``): the largest of the four.
+
+Its backward pass is USP's with the grid's in place of the ring's: the all-to-all of ``Q, K,
+V, dO, L, D``, the grid's backward pass on the groups (its formulas with ``N_r`` for ``n_p``,
+``h_u`` heads and the ``P_a x P_b`` grid), the all-to-all of ``dQ, dK, dV``::
+
+    sent_p = (4d + 2) n_p (H - h_u) + 3d h_u (N_r - n_p) + (2d + 2) h_u N_r (P_b - 1)
+             + 2d h_u N_r (P_a - 1) + d h_u (N_a - N_r) + 2d h_u (N^b - N_r),
+    received_p = (4d + 2) h_u (N_r - n_p) + 3d n_p (H - h_u) + (2d + 2) h_u (N_a - N_r)
+                 + 2d h_u (N^b - N_r) + d h_u N_r (P_b - 1) + 2d h_u N_r (P_a - 1),
+    messages_p = 2 (P_u - 1) + 2 (P_b - 1) + 2 (P_a - 1).
+
+Its memory: beside the ``(5d + 2) H n_p`` of ``O`` and the packed share, the largest of the
+pieces copied into the group's ``Q, dO, L, D`` and ``K, V`` (``(4d + 2) h_u (2 N_r - n_p)``),
+the grid's backward buffers on them (``(4d + 2) h_u N_r`` plus the grid's ``max`` above with
+``N_r`` and ``h_u``) and the return (``3d h_u N_r + 3dH n_p + 3d h_u (N_r - n_p)``).
 
 References
 ----------

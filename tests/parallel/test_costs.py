@@ -140,7 +140,7 @@ def test_exact_integers_do_not_overflow():
                         n = layout.shares(N, P).tolist()
                         assert c.received.tolist() == [2 * d * H * (N - x) for x in n]
                     checked += 1
-    assert checked == 60
+    assert checked == 80
     c = cost("ring", N, d, 4, heads=H, causal=True)
     assert c.critical_work == H * ((N // 4) * (N // 4 + 1) // 2 + 3 * (N // 4) ** 2)
     # ordinary sizes keep int64 arrays
@@ -152,13 +152,12 @@ def test_sweep_marks_what_does_not_apply():
     assert s["all_to_all"][3] is None and s["all_to_all"][2] is not None
     assert all(c is not None for c in s["grid"])
     b = sweep(64, 8, [2], backward=True)
-    assert b["grid"] == [None] and b["ring"][0].backward
+    assert b["all_to_all"] == [None] and b["grid"][0].backward and b["ring"][0].backward
 
 
 @pytest.mark.parametrize("args, kwargs, message", [
     (("tree", 8, 2, 2), {}, "unknown parallel algorithm"),
     (("ring", 3, 2, 4), {}, "N = 3 < P = 4"),
-    (("grid", 8, 2, 2), {"backward": True}, "no backward pass"),
     (("all_to_all", 8, 2, 4), {"heads": 2}, "heads >= P"),
     (("ring", 8, 2, 4), {"grid": (2, 2)}, "option of 'grid', 'usp', 'usp_zigzag', 'usp_grid' only"),
     (("zigzag", 8, 2, 4), {"grid": (2, 2)}, "option of 'grid', 'usp', 'usp_zigzag', 'usp_grid' only"),
@@ -166,9 +165,9 @@ def test_sweep_marks_what_does_not_apply():
     (("usp", 8, 2, 4), {"grid": (4, 1), "heads": 2}, "heads >= P_u; got heads = 2"),
     (("usp", 8, 2, 4), {"grid": (2, 3), "heads": 2}, "not P = 4"),
     (("usp", 8, 2, 4), {"grid": 2}, r"a pair \(P_u, P_r\)"),
-    (("usp_grid", 8, 2, 2), {"backward": True}, "no backward pass"),
-    (("all_to_all", 8, 2, 2), {"backward": True, "heads": 2}, "no backward pass"),
     (("grid", 8, 2, 4), {"grid": (3, 2)}, "not P = 4"),
+    (("ring", 8, 2, 4), {"backward": True, "M": 64}, "M= counts the forward pass only"),
+    (("all_to_all", 8, 2, 4), {"backward": True, "heads": 2}, "heads >= P"),
     (("ring", 8, 0, 2), {}, "d must be at least 1"),
     (("ring", 8.0, 2, 2), {}, "N must be an integer"),
     (("ring", 8, 2, 2), {"causal": "no"}, "causal must be True or False, got 'no'"),
@@ -190,4 +189,47 @@ def test_check_returns_the_default_grid():
         layout.grid_shape(8, 2.0)
     assert LAYOUT["striped"] == "striped"
     assert check("usp", 16, 2, 8, heads=4)[-1] == (4, 2) == layout.usp_shape(8, 4)
-    assert set(LAYOUT) == set(NAMES) and set(BACKWARD) < set(WITH_BACKWARD) <= set(NAMES)
+    assert set(LAYOUT) == set(NAMES)
+    # every algorithm has its backward pass
+    assert BACKWARD == ALGORITHMS and WITH_BACKWARD == NAMES
+
+
+def test_grid_backward_formulas():
+    # N = 10, P = 4 as 2 x 2: shares 3, 3, 2, 2; query blocks 6, 4, key blocks 5, 5; d = 3, H = 2
+    n, N_a, N_b, d, H = [3, 3, 2, 2], [6, 6, 4, 4], [5, 5, 5, 5], 3, 2
+    b = cost("grid", 10, d, 4, heads=H, grid=(2, 2), backward=True)
+    f = cost("grid", 10, d, 4, heads=H, grid=(2, 2))
+    assert b.sent.tolist() == [(2 * d + 2) * H * n[p] + 2 * d * H * n[p] + d * H * (N_a[p] - n[p])
+                               + 2 * d * H * (N_b[p] - n[p]) for p in range(4)]
+    assert b.received.tolist() == [(2 * d + 2) * H * (N_a[p] - n[p]) + 2 * d * H * (N_b[p] - n[p])
+                                   + d * H * n[p] + 2 * d * H * n[p] for p in range(4)]
+    assert b.messages.tolist() == [4] * 4 and np.array_equal(b.work, f.work)
+    assert b.sent.sum() == b.received.sum()
+    # equal shares: traffic 2 H n ((3d + 2)(P_c - 1) + 4d (P_r - 1)), less than the ring's
+    # backward on every grid with two rows and two columns
+    for P_r, P_c in [(2, 2), (4, 2), (2, 4), (4, 4), (8, 1), (1, 8)]:
+        P, nn = P_r * P_c, 8
+        g = cost("grid", nn * P, 64, P, grid=(P_r, P_c), backward=True)
+        assert g.max_traffic == 2 * nn * ((3 * 64 + 2) * (P_c - 1) + 4 * 64 * (P_r - 1))
+        ring = cost("ring", nn * P, 64, P, backward=True)
+        assert ring.max_traffic == 2 * nn * (4 * 64 * (P - 1) + 2 * 64)
+        if min(P_r, P_c) > 1:
+            assert g.max_traffic < ring.max_traffic, (P_r, P_c)
+    one = cost("grid", 7, 2, 1, backward=True)
+    assert (one.sent.tolist(), one.messages.tolist()) == ([0], [0])
+    assert one.memory.tolist() == [(5 * 2 + 2) * 7 + 2 * 7 + 4 * 7]     # + dQ, dK, dV
+
+
+def test_all_to_all_backward_is_usp_with_one_group():
+    for N, d, P, H in [(30, 4, 2, 3), (37, 5, 4, 4), (50, 3, 8, 9)]:
+        for causal in (False, True):
+            a = cost("all_to_all", N, d, P, heads=H, causal=causal, backward=True)
+            u = cost("usp", N, d, P, heads=H, causal=causal, grid=(P, 1), backward=True)
+            f = cost("all_to_all", N, d, P, heads=H, causal=causal)
+            for field in ("sent", "received", "messages", "memory", "work"):
+                assert np.array_equal(getattr(a, field), getattr(u, field)), (N, P, field)
+            assert np.array_equal(a.work, f.work) and a.grid is None and a.backward
+            n, h = layout.shares(N, P), layout.shares(H, P)
+            assert a.sent.tolist() == [(4 * d + 2) * n[p] * (H - h[p]) + 3 * d * h[p] * (N - n[p])
+                                       for p in range(P)]
+            assert a.messages.tolist() == [2 * (P - 1)] * P

@@ -1,7 +1,7 @@
 """The schemes run in practice as real MPI processes (2 and 4 ranks, USP at 4 as 2 x 2, 4 x 1
 and 1 x 4, and with the zigzag ring as 1 x 2 and 2 x 2; head groups x grid at 4 as 2 x (2 x 1),
 2 x (1 x 2), 1 x (2 x 2), 4 x (1 x 1) and 1 x (4 x 1); the backward passes of the zigzag ring,
-the all-gather and USP): every counted word, message, buffer and score equals the closed form,
+the all-gather, USP and head groups x grid, on the same shapes): every counted word, message, buffer and score equals the closed form,
 and the outputs (the gradients for a backward pass) equal the reference."""
 
 import subprocess
@@ -24,7 +24,9 @@ CASES = {2: [("zigzag", False, None, 37, 5, 3, True), ("zigzag", False, None, 32
              ("all_gather", True, None, 37, 5, 3, True),
              ("all_gather", True, None, 32, 4, 2, False),
              ("usp", True, [2, 1], 30, 4, 3, True), ("usp", True, [1, 2], 29, 4, 2, False),
-             ("usp_zigzag", True, [1, 2], 29, 4, 2, True)],
+             ("usp_zigzag", True, [1, 2], 29, 4, 2, True),
+             ("usp_grid", True, [1, 1, 2], 29, 4, 2, True),
+             ("usp_grid", True, [2, 1, 1], 30, 4, 3, False)],
          4: [("zigzag", False, None, 37, 5, 3, True), ("zigzag", False, None, 40, 4, 2, False),
              ("zigzag", True, None, 29, 4, 2, True), ("zigzag", True, None, 24, 3, 1, False),
              ("all_gather", False, None, 37, 5, 3, True),
@@ -45,7 +47,13 @@ CASES = {2: [("zigzag", False, None, 37, 5, 3, True), ("zigzag", False, None, 32
              ("usp", True, [2, 2], 37, 5, 3, True), ("usp", True, [2, 2], 32, 4, 4, False),
              ("usp", True, [4, 1], 30, 4, 5, True), ("usp", True, [1, 4], 30, 4, 2, True),
              ("usp_zigzag", True, [2, 2], 37, 5, 3, True),
-             ("usp_zigzag", True, [2, 2], 32, 4, 4, False)]}
+             ("usp_zigzag", True, [2, 2], 32, 4, 4, False),
+             ("usp_grid", True, [2, 2, 1], 37, 5, 3, True),
+             ("usp_grid", True, [2, 1, 2], 32, 4, 2, False),
+             ("usp_grid", True, [1, 2, 2], 30, 4, 1, True),
+             ("usp_grid", True, [4, 1, 1], 30, 4, 5, True),
+             ("usp_grid", True, [1, 4, 1], 29, 3, 2, False),
+             ("usp_grid", True, None, 40, 4, 2, True)]}
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +110,20 @@ def test_usp_backward_runs_reduce_to_the_ring_backward(results):
         assert (by[key + (True,)].sent > by[key + (False,)].sent).all(), key
 
 
+def test_usp_grid_backward_runs_reduce_to_the_grid_and_all_to_all(results):
+    by = {(r["name"], tuple(r["grid"] or ()), r["backward"]): as_cost(r) for r in results[4]}
+    a2a = parallel.cost("all_to_all", 30, 4, 4, heads=5, causal=True, backward=True)
+    grid = parallel.cost("grid", 30, 4, 4, heads=1, causal=True, grid=(2, 2), backward=True)
+    for field in ("sent", "received", "messages", "work"):
+        assert np.array_equal(getattr(by["usp_grid", (4, 1, 1), True], field),
+                              getattr(a2a, field)), field
+        assert np.array_equal(getattr(by["usp_grid", (1, 2, 2), True], field),
+                              getattr(grid, field)), field
+    # the backward sends more than the forward on every shape
+    for key in (("usp_grid", (2, 2, 1)), ("usp_grid", (4, 1, 1)), ("usp_grid", (1, 2, 2))):
+        assert (by[key + (True,)].sent > by[key + (False,)].sent).all(), key
+
+
 def test_the_engine_command_takes_the_usp_shape():
     done = subprocess.run([mpiexec(), "-n", "2", sys.executable, "-m", "ioattn.parallel.engine",
                            "usp", "--N", "21", "--d", "4", "--heads", "2", "--grid", "1x2",
@@ -123,9 +145,8 @@ def test_run_takes_the_schemes_and_the_usp_shape():
     assert b.counted == b.cost and b.cost.backward and b.error < 1e-10
     with pytest.raises(ValueError, match="heads >= P_u"):
         parallel.run("usp", Q, K, V, P=4, grid=(4, 1))
-    with pytest.raises(ValueError, match="'usp_grid' has no backward pass"):
-        parallel.run("usp_grid", Q, K, V, P=2, backward=True, dO=dO)
-    for name, grid in (("all_gather", None), ("usp", (2, 1))):
+    for name, grid in (("all_gather", None), ("usp", (2, 1)), ("usp_grid", (1, 1, 2)),
+                       ("grid", (1, 2)), ("all_to_all", None)):
         b = parallel.run(name, Q, K, V, P=2, backward=True, dO=dO, grid=grid, causal=True)
         assert [x.shape for x in b.output] == [(2, 30, 6)] * 3
         assert b.counted == b.cost and b.cost.backward and b.error < 1e-10

@@ -258,13 +258,44 @@ def test_usp_backward_closed_form_and_its_limits():
     b = cost("usp", 16, 2, 4, heads=2, grid=(2, 2), backward=True)
     assert b.sent.tolist() == [10 * 4 + 8 * 8 + 4 * 8 + 6 * 4] * 4
     assert b.messages.tolist() == [2 * 1 + 2] * 4
-    with pytest.raises(ValueError, match="'usp_grid' has no backward pass"):
-        cost("usp_grid", 16, 2, 4, heads=2, backward=True)
+
+
+def test_usp_grid_backward_reduces_to_the_grid_and_to_all_to_all():
+    for N, d, P, H in [(37, 5, 4, 4), (48, 4, 6, 6), (50, 3, 8, 8)]:
+        for causal in (False, True):
+            for P_a in (a for a in range(1, P + 1) if P % a == 0):
+                u = cost("usp_grid", N, d, P, heads=H, causal=causal, grid=(1, P_a, P // P_a),
+                         backward=True)
+                g = cost("grid", N, d, P, heads=H, causal=causal, grid=(P_a, P // P_a),
+                         backward=True)
+                for field in ("sent", "received", "messages", "work"):
+                    assert np.array_equal(getattr(u, field), getattr(g, field)), (P_a, field)
+            u = cost("usp_grid", N, d, P, heads=H, causal=causal, grid=(P, 1, 1), backward=True)
+            a = cost("all_to_all", N, d, P, heads=H, causal=causal, backward=True)
+            for field in ("sent", "received", "messages", "work"):
+                assert np.array_equal(getattr(u, field), getattr(a, field)), field
+            f = cost("usp_grid", N, d, P, heads=H, causal=causal, backward=True)
+            assert np.array_equal(f.work, cost("usp_grid", N, d, P, heads=H,
+                                               causal=causal).work)
+
+
+def test_usp_grid_backward_formulas():
+    # equal shares n = 6, h_u = 2 heads, groups of N_r = 12 rows in a 2 x 2 grid (N_a = N^b = 24)
+    c = cost("usp_grid", 48, 4, 8, heads=4, grid=(2, 2, 2), backward=True)
+    n, h, Nr, d, H = 6, 2, 12, 4, 4
+    words = ((4 * d + 2) * n * (H - h) + 3 * d * h * (Nr - n) + (2 * d + 2) * h * Nr
+             + 2 * d * h * Nr + d * h * Nr + 2 * d * h * Nr)
+    assert c.sent.tolist() == [words] * 8 == c.received.tolist() == [1080] * 8
+    assert c.messages.tolist() == [2 + 2 + 2] * 8
+    for P in (2, 4, 6, 8):
+        for P_u, P_r in _usp_shapes(P, 4):
+            b = cost("usp_grid", 48, 4, P, heads=4, grid=(P_u, P_r), backward=True)
+            assert b.sent.sum() == b.received.sum() and (b.memory > 0).all()
 
 
 def test_backward_schemes_do_not_overflow():
     N, d, H = 10 ** 9, 64, 16
-    for name in ("zigzag", "all_gather", "usp", "usp_zigzag"):
+    for name in ("zigzag", "all_gather", "usp", "usp_zigzag", "usp_grid"):
         for P in (1, 2, 4, 16):
             c = cost(name, N, d, P, heads=H, causal=True, backward=True)
             assert c.total_work == H * scores(N, True) and c.sent.sum() == c.received.sum()
