@@ -203,8 +203,7 @@ def _parser() -> argparse.ArgumentParser:
                        help="powers of two from 2 to this (default 64)")
     par.add_argument("--causal", action="store_true", help="the causal mask")
     par.add_argument("--backward", action="store_true",
-                     help="the backward pass (ring, striped and zigzag ring attention, the "
-                     "all-gather of K, V and USP; all-to-all and the grids have none)")
+                     help="the backward pass (every algorithm and scheme has one)")
     par.add_argument("--schemes", action="store_true",
                      help="also the schemes run in practice: zigzag ring attention, the "
                      "all-gather of K, V, Ulysses x ring (USP, with a plain or a zigzag ring)")

@@ -38,8 +38,8 @@ def why_not(name: str, N: int, P: int, heads: int = 1, backward: bool = False) -
 
     USP's default shape (:func:`~ioattn.parallel.layout.usp_shape`) always fits the heads.
 
-    >>> why_not("all_to_all", 4096, 32, heads=16), why_not("grid", 4096, 4, backward=True)
-    ('needs H ≥ P', 'no backward pass')
+    >>> why_not("all_to_all", 4096, 32, heads=16), why_not("grid", 4, 8, backward=True)
+    ('needs H ≥ P', 'needs N ≥ P')
     >>> why_not("usp", 4096, 32, heads=16), why_not("zigzag", 4096, 4, backward=True)
     (None, None)
     """
