@@ -1,5 +1,6 @@
-"""The algorithms as real MPI processes (mpiexec with 2 and 4 ranks): every counted word,
-message, buffer and score equals the closed form, and the outputs equal the reference."""
+"""The algorithms as real MPI processes (mpiexec with 2 and 4 ranks), forward and backward: every
+counted word, message, buffer and score equals the closed form, and the outputs (the gradients
+for a backward pass) equal the reference."""
 
 import numpy as np
 import pytest

@@ -1,8 +1,9 @@
 """The schemes run in practice as real MPI processes (2 and 4 ranks, USP at 4 as 2 x 2, 4 x 1
 and 1 x 4, and with the zigzag ring as 1 x 2 and 2 x 2; head groups x grid at 4 as 2 x (2 x 1),
 2 x (1 x 2), 1 x (2 x 2), 4 x (1 x 1) and 1 x (4 x 1); the backward passes of the zigzag ring,
-the all-gather, USP and head groups x grid, on the same shapes): every counted word, message, buffer and score equals the closed form,
-and the outputs (the gradients for a backward pass) equal the reference."""
+the all-gather, USP and head groups x grid, on the same shapes): every counted word, message,
+buffer and score equals the closed form, and the outputs (the gradients for a backward pass)
+equal the reference."""
 
 import subprocess
 import sys
