@@ -24,10 +24,10 @@ min((p + 1) P_s, N_k))``. A tile reads every page that overlaps it whole (all of
 of ``K`` and of ``V``) and one block-table entry per page it reads; with ``P_s = None`` it reads
 exactly its own rows.
 
-Counted, per row group of ``R_r`` rows and split: reads ``R_r d`` (its queries) plus, over its tiles, ``2d`` times the
-rows of the pages read plus the pages read; writes ``R_r d`` (``S = 1``: ``O``) or ``R_r (d +
-2)`` (``S > 1``: the partial ``O`` normalised by its own ``l``, its ``m`` and ``l``). When ``S > 1``
-a merge per row group reads the ``S R_r (d + 2)`` partials and writes ``R_r d``. The
+Counted, per row group of ``R_r`` rows and split: reads ``R_r d`` (its queries) plus, over its
+tiles, ``2d`` times the rows of the pages read plus the pages read; writes ``R_r d`` (``S = 1``:
+``O``) or ``R_r (d + 2)`` (``S > 1``: the partial ``O`` normalised by its own ``l``, its ``m`` and
+``l``). When ``S > 1`` a merge per row group reads the ``S R_r (d + 2)`` partials and writes ``R_r d``. The
 chunk-causal mask (:func:`ioattn.masks.causal_chunk`) changes no count. Summed over the tiles
 (each tile belongs to exactly one split) and the row groups (``sum_r R_r = R``) this is::
 
