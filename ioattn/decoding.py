@@ -27,18 +27,18 @@ exactly its own rows.
 Counted, per row group of ``R_r`` rows and split: reads ``R_r d`` (its queries) plus, over its
 tiles, ``2d`` times the rows of the pages read plus the pages read; writes ``R_r d`` (``S = 1``:
 ``O``) or ``R_r (d + 2)`` (``S > 1``: the partial ``O`` normalised by its own ``l``, its ``m`` and
-``l``). When ``S > 1`` a merge per row group reads the ``S R_r (d + 2)`` partials and writes ``R_r d``. The
-chunk-causal mask (:func:`ioattn.masks.causal_chunk`) changes no count. Summed over the tiles
-(each tile belongs to exactly one split) and the row groups (``sum_r R_r = R``) this is::
+``l``). When ``S > 1`` a merge per row group reads the ``S R_r (d + 2)`` partials and writes
+``R_r d``. The chunk-causal mask (:func:`ioattn.masks.causal_chunk`) changes no count. Summed
+over the tiles (each tile belongs to exactly one split) and the row groups (``sum_r R_r = R``)
+this is::
 
     reads  = batch * units * (S R d + G (2 d W + E) + [S > 1] S R (d + 2)),
     writes = batch * units * (R d + [S > 1] S R (d + 2)),
 
-so row groups cost only the cache, read ``G`` times: ``(G - 1) (2 d W + E)`` a unit more.
-
 with ``W`` the page rows all ``T`` tiles read and ``E`` the table entries (:func:`page_reads`;
 ``W = N_k``, ``E = 0`` without pages, and also ``W = N_k``, ``E = ceil(N_k / P_s)`` when
 ``P_s`` divides ``B_c``).
+Row groups cost only the cache, read ``G`` times: ``(G - 1) (2 d W + E)`` a unit more.
 
 The memory model's peak, from :func:`run_decoding`'s buffers (with ``R`` the ``B_r`` rows of
 the largest row group): a split holds ``Q`` and the
