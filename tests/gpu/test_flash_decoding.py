@@ -132,6 +132,15 @@ def test_row_groups(rng, g, N_q):
         assert r.plan.G == -(-R // B_r) >= 2
 
 
+def test_row_groups_have_no_race(rng):
+    """The race-checking emulator: row groups of 4 (of 4, 4, 1 rows) with pages and 3 splits,
+    and of 3 (ragged) on a contiguous cache with 2 splits."""
+    for kw in (dict(H_q=6, H_kv=2, N_q=3, N_k=29, d=8, B_c=8, P_s=5, S=3, B_r=4),
+               dict(H_q=2, H_kv=1, N_q=5, N_k=20, d=12, B_c=4, S=2, B_r=3)):
+        r, _ = check(rng, causal=True, backend="emulator-racecheck", **kw)
+        assert r.backend == "emulator-racecheck" and r.plan.G == -(-r.plan.R // kw["B_r"])
+
+
 def test_named_counts_of_row_groups(rng):
     """g = 4, N_q = 1 (R = 4), N_k = 37, d = 16, B_c = 8, pages of 5, S = 2, in row groups of
     B_r = 3 (of 3 and 1 rows): each row group reads the 12 table entries and the 57 page rows
@@ -498,6 +507,19 @@ def test_on_the_gpu(rng):
     for dtype in ("float16", "bfloat16"):
         check(rng, batch=2, H_q=32, H_kv=8, N_q=2, N_k=777, d=128, P_s=16, S=3, causal=True,
               dtype=dtype, backend="cuda")
+    # row groups: given (the last ragged), and chosen for a Turing block's 64 KiB
+    check(rng, batch=2, H_q=8, H_kv=2, N_q=5, N_k=300, d=64, P_s=24, S=3, causal=True, B_r=6,
+          backend="cuda")
+    from ioattn.gpu.backend import CudaBackend
+
+    class TuringBudget(CudaBackend):
+        def __init__(self):
+            super().__init__()
+            self.shared_memory_per_block = ARCH_BUDGETS["sm_75"]
+
+    r, _ = check(rng, H_q=1, H_kv=1, N_q=64, N_k=1000, d=128, P_s=16, S=4, causal=True,
+                 backend=TuringBudget())
+    assert (r.plan.G, r.plan.B_r) == (2, 32)
 
 
 def test_the_gpu_check_launch_runs_in_the_emulator():
