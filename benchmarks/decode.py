@@ -14,8 +14,9 @@ take 2 bytes an entry, the partials and ``O`` staying float32. The predicted tim
 of the roofline's two terms (:func:`ioattn.roofline.terms`: bytes over the HBM bandwidth,
 float32 operations over the CUDA-core peak), on each GPU of :mod:`ioattn.gpus`; a ``*`` marks a
 time set by the operations, a ``-`` a GPU whose block cannot hold the ``g N_q`` rows (a T4's
-64 KiB hold 61 at ``d = 128``). The plan and ``S`` are the ones an H100 (227 KiB of shared
-memory per block) runs, the bytes the same on every GPU.
+64 KiB hold 61 at ``d = 128``): the kernel runs them there in row groups, each reading the
+cache once, so with more bytes than this row's. The plan and ``S`` are the ones an H100 (227
+KiB of shared memory per block) runs, the bytes the same on every GPU.
 
 A step does about ``g N_q / 2`` float32 operations per byte of a float32 cache it reads
 (``4 g N_q d`` operations per key against ``2 d`` entries of 4 bytes; ``g N_q`` in 16 bits),
@@ -62,9 +63,10 @@ WIDTH = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
 def fits(H_q, H_kv, N_q, budget=EMULATED_SHARED_MEMORY) -> bool:
-    """Whether the ``g N_q`` stacked rows fit one block at ``d = 128`` (pages of 16)."""
+    """Whether the ``g N_q`` stacked rows fit one block (one row group) at ``d = 128`` (pages
+    of 16)."""
     try:
-        decode_plan(H_q, H_kv, N_q, 4096, D, P_s=P_S, budget=budget)
+        decode_plan(H_q, H_kv, N_q, 4096, D, P_s=P_S, budget=budget, B_r=H_q // H_kv * N_q)
     except SharedMemoryExceeded:
         return False
     return True

@@ -10,6 +10,11 @@ Units (``grouping=``): ``"stacked"``, one unit per key/value head, its ``g`` que
 stacked position-major (:func:`ioattn.inference.stack_group`), ``R = g N_q`` rows; ``"per_head"``,
 one unit per query head, ``R = N_q`` rows against key/value head ``h // g``.
 
+Row groups: the ``R`` rows of a unit are cut into ``G = ceil(R / B_r)`` groups of ``B_r`` rows
+(``1 <= B_r <= R``), group ``r`` the rows ``[r B_r, min((r + 1) B_r, R))``, the last one
+ragged; each group runs as a unit of its own (its query rows, every tile of its splits, its
+output or partials, its merge). ``B_r = R`` (the default) is one group: the schedule below.
+
 Tiles and splits: ``T = ceil(N_k / B_c)`` key tiles, tile ``t`` the keys ``[t B_c, min((t + 1)
 B_c, N_k))``; ``S`` splits (``1 <= S <= T``), split ``s`` the next
 :func:`ioattn.parallel.layout.shares` ``(T, S)[s]`` tiles in order.
@@ -19,21 +24,24 @@ min((p + 1) P_s, N_k))``. A tile reads every page that overlaps it whole (all of
 of ``K`` and of ``V``) and one block-table entry per page it reads; with ``P_s = None`` it reads
 exactly its own rows.
 
-Counted, per unit and split: reads ``R d`` (its queries) plus, over its tiles, ``2d`` times the
-rows of the pages read plus the pages read; writes ``R d`` (``S = 1``: ``O``) or ``R (d + 2)``
-(``S > 1``: the partial ``O`` normalised by its own ``l``, its ``m`` and ``l``). When ``S > 1`` a
-merge per unit reads the ``S R (d + 2)`` partials and writes ``R d``. The chunk-causal mask
-(:func:`ioattn.masks.causal_chunk`) changes no count. Summed over the tiles (each tile belongs to
-exactly one split) this is::
+Counted, per row group of ``R_r`` rows and split: reads ``R_r d`` (its queries) plus, over its
+tiles, ``2d`` times the rows of the pages read plus the pages read; writes ``R_r d`` (``S = 1``:
+``O``) or ``R_r (d + 2)`` (``S > 1``: the partial ``O`` normalised by its own ``l``, its ``m`` and
+``l``). When ``S > 1`` a merge per row group reads the ``S R_r (d + 2)`` partials and writes
+``R_r d``. The chunk-causal mask (:func:`ioattn.masks.causal_chunk`) changes no count. Summed
+over the tiles (each tile belongs to exactly one split) and the row groups (``sum_r R_r = R``)
+this is::
 
-    reads  = batch * units * (S R d + 2 d W + E + [S > 1] S R (d + 2)),
+    reads  = batch * units * (S R d + G (2 d W + E) + [S > 1] S R (d + 2)),
     writes = batch * units * (R d + [S > 1] S R (d + 2)),
 
 with ``W`` the page rows all ``T`` tiles read and ``E`` the table entries (:func:`page_reads`;
 ``W = N_k``, ``E = 0`` without pages, and also ``W = N_k``, ``E = ceil(N_k / P_s)`` when
 ``P_s`` divides ``B_c``).
+Row groups cost only the cache, read ``G`` times: ``(G - 1) (2 d W + E)`` a unit more.
 
-The memory model's peak, from :func:`run_decoding`'s buffers: a split holds ``Q`` and the
+The memory model's peak, from :func:`run_decoding`'s buffers (with ``R`` the ``B_r`` rows of
+the largest row group): a split holds ``Q`` and the
 accumulator ``O`` (``R d`` each), ``m``, ``l`` and a scratch row maximum (``R`` each), the
 tile's table entries ``p_t``, its pages' ``K`` and ``V`` (``2 d w_t``) and the scores of the
 tile's own keys (``R c_t``); the merge holds the merged ``O`` and one partial (``R d`` each),
@@ -83,7 +91,7 @@ from .parallel.layout import shares
 
 __all__ = ["DecodingPlan", "DecodingPrediction", "DecodingResult", "TERMS", "decoding_cost",
            "decoding_flops", "decoding_plan", "decoding_predict", "decoding_terms", "page_reads",
-           "run_decoding", "split_tiles", "tile_pages"]
+           "row_groups", "run_decoding", "split_tiles", "tile_pages"]
 
 
 # ------------------------------------------------------------------------------ checks
@@ -97,6 +105,28 @@ def _sizes(H_q, H_kv, N_q, N_k, d, grouping):
     N_q, N_k, d = as_count(N_q, "N_q"), as_count(N_k, "N_k"), as_count(d, "d")
     stacked = _grouping(grouping) == "stacked"
     return H_q, H_kv, g, N_q, N_k, d, (H_kv if stacked else H_q), (g * N_q if stacked else N_q)
+
+
+def _row_groups(R: int, B_r) -> tuple[int, int]:
+    """``(B_r, G)`` checked: ``1 <= B_r <= R`` (``None``: ``R``), ``G = ceil(R / B_r)``."""
+    if B_r is None:
+        return R, 1
+    B_r = as_count(B_r, "B_r")
+    if B_r > R:
+        raise ValueError(f"B_r = {B_r} rows a row group, but a unit has only R = {R} query rows: "
+                         f"take 1 <= B_r <= {R}")
+    return B_r, -(-R // B_r)
+
+
+def row_groups(R: int, B_r: int) -> list[range]:
+    """The rows of each row group: ``ceil(R / B_r)`` groups of ``B_r`` rows, the last ragged.
+
+    >>> [list(r) for r in row_groups(5, 2)]
+    [[0, 1], [2, 3], [4]]
+    """
+    R = as_count(R, "R")
+    B_r, G = _row_groups(R, B_r)
+    return [range(r * B_r, min((r + 1) * B_r, R)) for r in range(G)]
 
 
 def _tiles_and_splits(N_k: int, B_c, S) -> tuple[int, int, int]:
@@ -190,7 +220,7 @@ def _peak(R: int, d: int, N_k: int, B_c: int, P_s: int | None, S: int) -> int:
 # ------------------------------------------------------------------------------ closed form
 def decoding_cost(H_q: int, H_kv: int, N_q: int, N_k: int, d: int, *, B_c: int,
                   P_s: int | None = None, S: int = 1, grouping: str = "stacked",
-                  batch: int = 1) -> IOCount:
+                  batch: int = 1, B_r: int | None = None) -> IOCount:
     """Exact I/O of split-K, paged, grouped decoding, in closed form (the module docstring).
 
     Parameters
@@ -209,34 +239,43 @@ def decoding_cost(H_q: int, H_kv: int, N_q: int, N_k: int, d: int, *, B_c: int,
         A unit per key/value head with its ``g N_q`` query rows stacked, or one per query head.
     batch : int
         Independent sequences of these sizes.
+    B_r : int, optional
+        Rows of a row group, ``1 <= B_r <= R``; ``None``: ``R``, one group a unit. The cache is
+        read once per row group, ``ceil(R / B_r)`` times a unit.
 
     Returns
     -------
     IOCount
         ``reads``, ``writes`` (exact Python ints) and the memory model's ``peak`` of
-        :func:`run_decoding` (one unit's split or merge at a time).
+        :func:`run_decoding` (one row group's split or merge at a time).
 
     Raises
     ------
     TypeError
         For a size that is not an integer (bools are refused).
     ValueError
-        For a size below 1, ``H_kv`` not dividing ``H_q``, ``S > T`` or an unknown grouping.
+        For a size below 1, ``H_kv`` not dividing ``H_q``, ``S > T``, ``B_r > R`` or an unknown
+        grouping.
 
     Examples
     --------
     One decoding step of one key/value head with 4 query heads, ``d = 2``, 10 keys in tiles
-    of 4 read from pages of 3, in 2 splits:
+    of 4 read from pages of 3, in 2 splits; then in row groups of 3 rows (of 3 and 1): the
+    cache and the table are read twice, ``2 d W + E = 70`` entries more, and the peak is that
+    of 3 rows:
 
     >>> decoding_cost(4, 1, 1, 10, 2, B_c=4, P_s=3, S=2)
     IOCount(reads=118, writes=40, total=158, peak=70)
+    >>> decoding_cost(4, 1, 1, 10, 2, B_c=4, P_s=3, S=2, B_r=3)
+    IOCount(reads=188, writes=40, total=228, peak=59)
     """
     t = decoding_terms(H_q, H_kv, N_q, N_k, d, B_c=B_c, P_s=P_s, S=S, grouping=grouping,
-                       batch=batch)
+                       batch=batch, B_r=B_r)
     R = (H_q // H_kv) * N_q if grouping == "stacked" else N_q
     return IOCount(reads=t["Q"] + t["KV"] + t["table"] + t["partial reads"],
                    writes=t["O"] + t["partial writes"],
-                   peak=_peak(R, as_count(d, "d"), N_k, B_c, _page_size(P_s), S))
+                   peak=_peak(_row_groups(R, B_r)[0], as_count(d, "d"), N_k, B_c,
+                              _page_size(P_s), S))
 
 
 #: The parts of :func:`decoding_terms`, in the order a unit moves them.
@@ -245,12 +284,13 @@ TERMS = ("Q", "table", "KV", "partial writes", "partial reads", "O")
 
 def decoding_terms(H_q: int, H_kv: int, N_q: int, N_k: int, d: int, *, B_c: int,
                    P_s: int | None = None, S: int = 1, grouping: str = "stacked",
-                   batch: int = 1) -> dict[str, int]:
+                   batch: int = 1, B_r: int | None = None) -> dict[str, int]:
     """:func:`decoding_cost` by what is moved, exact ints keyed by :data:`TERMS`.
 
-    ``"Q"``: ``S R d`` a unit (each split reads its rows); ``"table"``: ``E``; ``"KV"``:
-    ``2 d W`` (:func:`page_reads`); ``"partial writes"`` and ``"partial reads"``: ``S R (d +
-    2)`` each when ``S > 1``, else 0; ``"O"``: ``R d``; each times ``batch * units``. The reads
+    ``"Q"``: ``S R d`` a unit (each split of each row group reads its rows); ``"table"``:
+    ``G E``; ``"KV"``: ``2 d G W`` (:func:`page_reads`; ``G = ceil(R / B_r)`` row groups, each
+    reading the cache); ``"partial writes"`` and ``"partial reads"``: ``S R (d + 2)`` each when
+    ``S > 1``, else 0; ``"O"``: ``R d``; each times ``batch * units``. The reads
     of :func:`decoding_cost` are the first five but ``"partial writes"``, its writes the
     partials written and ``"O"``.
 
@@ -260,18 +300,20 @@ def decoding_terms(H_q: int, H_kv: int, N_q: int, N_k: int, d: int, *, B_c: int,
     H_q, H_kv, g, N_q, N_k, d, units, R = _sizes(H_q, H_kv, N_q, N_k, d, grouping)
     P_s, batch = _page_size(P_s), as_count(batch, "batch")
     B_c, T, S = _tiles_and_splits(N_k, B_c, S)
+    _, G = _row_groups(R, B_r)
     W, E = page_reads(N_k, B_c, P_s)
     partials = S * R * (d + 2) if S > 1 else 0
     n = batch * units
-    return {"Q": n * S * R * d, "table": n * E, "KV": n * 2 * d * W, "partial writes": n * partials,
-            "partial reads": n * partials, "O": n * R * d}
+    return {"Q": n * S * R * d, "table": n * G * E, "KV": n * G * 2 * d * W,
+            "partial writes": n * partials, "partial reads": n * partials, "O": n * R * d}
 
 
 # ------------------------------------------------------------------------------ the plan
 @dataclass(frozen=True)
 class DecodingPlan:
-    """The sizes of one decoding run and its key tile ``B_c``; ``R`` rows a unit, ``units``
-    units a sequence, ``T`` tiles in ``S`` splits, page size ``P_s`` (``None``: contiguous)."""
+    """The sizes of one decoding run, its key tile ``B_c`` and its row group ``B_r``; ``R``
+    rows a unit in ``G`` row groups, ``units`` units a sequence, ``T`` tiles in ``S`` splits,
+    page size ``P_s`` (``None``: contiguous). ``B_r`` omitted is ``R``."""
 
     H_q: int
     H_kv: int
@@ -283,11 +325,20 @@ class DecodingPlan:
     P_s: int | None
     S: int
     grouping: str
+    B_r: int | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "B_r", _row_groups(self.R, self.B_r)[0])
 
     @property
     def g(self) -> int:
         """Query heads a key/value head serves."""
         return self.H_q // self.H_kv
+
+    @property
+    def G(self) -> int:
+        """Row groups of a unit, ``ceil(R / B_r)``."""
+        return -(-self.R // self.B_r)
 
     @property
     def R(self) -> int:
@@ -307,27 +358,36 @@ class DecodingPlan:
     @property
     def footprint(self) -> int:
         """The memory model's peak of a run (the module docstring)."""
-        return _peak(self.R, self.d, self.N_k, self.B_c, self.P_s, self.S)
+        return _peak(self.B_r, self.d, self.N_k, self.B_c, self.P_s, self.S)
 
     def cost(self, batch: int = 1) -> IOCount:
         """:func:`decoding_cost` of this plan for ``batch`` sequences."""
         return decoding_cost(self.H_q, self.H_kv, self.N_q, self.N_k, self.d, B_c=self.B_c,
-                             P_s=self.P_s, S=self.S, grouping=self.grouping, batch=batch)
+                             P_s=self.P_s, S=self.S, grouping=self.grouping, batch=batch,
+                             B_r=self.B_r)
 
 
 def decoding_plan(H_q: int, H_kv: int, N_q: int, N_k: int, d: int, M: int, *,
                   B_c: int | None = None, P_s: int | None = None, S: int = 1,
-                  grouping: str = "stacked") -> DecodingPlan:
-    """The key tile of a decoding run in a cache of ``M`` entries.
+                  grouping: str = "stacked", B_r: int | None = None) -> DecodingPlan:
+    """The row group and key tile of a decoding run in a cache of ``M`` entries.
 
-    The query rows of a unit stay in the cache for the whole split (they are read once a
-    split), so only ``B_c`` is chosen, from the unit's real ``R = g N_q`` rows (never as if
-    ``N_q = N_k``). Without pages the tile's working set is ``2 R d + 3 R + (2 d + R) B_c``,
-    so ``B_c = floor((M - 2 R d - 3 R) / (2 d + R))``. With pages of ``P_s`` rows the rule
+    The query rows of a row group stay in the cache for the whole split (they are read once a
+    split), so only ``B_c`` is chosen, from the group's real ``B_r`` rows (never as if ``N_q =
+    N_k``). Without pages the tile's working set is ``2 B_r d + 3 B_r + (2 d + B_r) B_c``, so
+    ``B_c = floor((M - 2 B_r d - 3 B_r) / (2 d + B_r))``. With pages of ``P_s`` rows the rule
     takes the largest multiple of ``P_s`` whose working set fits (aligned tiles read no row
     twice, :func:`page_reads`), and only if none fits the largest ``B_c < P_s`` that does. In
     both cases ``B_c`` is at most ``floor(N_k / S)``, so that ``S`` splits have a tile each,
-    and the merge (``2 R d + 5 R`` when ``S > 1``) must fit too.
+    and the merge (``2 B_r d + 5 B_r`` when ``S > 1``) must fit too.
+
+    The row group: without ``B_r``, all ``R`` rows of a unit (``G = 1``) when they fit beside
+    some tile (``B_c = 1``); else the fewest row groups that fit, ``G = ceil(R / B)`` for the
+    largest ``B`` rows that fit beside a tile of one key, balanced as ``B_r = ceil(R / G)`` (no
+    more groups, so no more reads of the cache, and the most room left for the tile). Each
+    row group reads the cache once (:func:`decoding_cost`), so fewer groups is cheaper. A
+    given ``B_c`` without ``B_r`` is checked with all ``R`` rows: a schedule given whole is
+    checked, not changed.
 
     Parameters
     ----------
@@ -339,6 +399,8 @@ def decoding_plan(H_q: int, H_kv: int, N_q: int, N_k: int, d: int, M: int, *,
         A given key tile, checked (``S <= T``, working set ``<= M``) instead of chosen.
     P_s, S, grouping
         As in :func:`decoding_cost`.
+    B_r : int, optional
+        A given row group, ``1 <= B_r <= R``, checked instead of chosen.
 
     Returns
     -------
@@ -347,38 +409,63 @@ def decoding_plan(H_q: int, H_kv: int, N_q: int, N_k: int, d: int, M: int, *,
     Raises
     ------
     ValueError
-        When no key tile fits in ``M`` (the message says how much one key row needs), when
-        ``S > N_k``, or when a given ``B_c`` does not fit.
+        When not even one query row fits beside a key tile in ``M`` (the message says how much
+        one needs), when ``S > N_k``, ``B_r > R``, or when a given ``B_c`` or ``B_r`` does not
+        fit.
 
     Examples
     --------
     A decoding step of 8 stacked query heads, ``d = 64``, in a cache of 4096 entries: the tile
-    holds as many keys as fit beside the 8 query rows.
+    holds as many keys as fit beside the 8 query rows. A chunk of 8 rows of each of them (64
+    rows) does not fit; at most 30 rows fit beside a tile of one key, so 3 row groups, of
+    22, 22 and 20 rows:
 
     >>> decoding_plan(8, 1, 1, 4096, 64, 4096).B_c
     22
+    >>> p = decoding_plan(8, 1, 8, 4096, 64, 4096)
+    >>> p.R, p.G, p.B_r, p.B_c
+    (64, 3, 22, 8)
     """
     H_q, H_kv, g, N_q, N_k, d, units, R = _sizes(H_q, H_kv, N_q, N_k, d, grouping)
     M, P_s, S = as_count(M, "M"), _page_size(P_s), as_count(S, "S")
     if S > N_k:
         raise ValueError(f"S = {S} splits of N_k = {N_k} keys: each split needs at least one "
                          "key tile, so S must be at most N_k")
-    if S > 1 and 2 * R * d + 5 * R > M:
-        raise ValueError(f"the merge of S = {S} partials holds 2 R d + 5 R = {2 * R * d + 5 * R} "
-                         f"entries for the R = {R} query rows of a unit, more than M = {M}")
-
-    def plan(b):
-        return DecodingPlan(H_q, H_kv, N_q, N_k, d, M, b, P_s, S, grouping)
-
     if B_c is not None:
         B_c, _, _ = _tiles_and_splits(N_k, B_c, S)
+    choose = B_r is None and B_c is None
+    B_r, _ = _row_groups(R, B_r)
+
+    def fits(rows):                      # a tile of one key fits beside ``rows`` rows
+        return _peak(rows, d, N_k, 1, P_s, S) <= M
+
+    if choose and not fits(R):
+        lo, hi = 0, R - 1                # the most rows that fit: fits(lo), not fits(hi + 1)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+        if lo >= 1:
+            G = -(-R // lo)
+            B_r = -(-R // G)
+        else:
+            B_r = 1                      # not even one row: the errors below say why
+    if S > 1 and 2 * B_r * d + 5 * B_r > M:
+        raise ValueError(f"the merge of S = {S} partials holds 2 B_r d + 5 B_r = "
+                         f"{2 * B_r * d + 5 * B_r} entries for the B_r = {B_r} query rows of a "
+                         f"row group (of a unit's R = {R}), more than M = {M}")
+
+    def plan(b):
+        return DecodingPlan(H_q, H_kv, N_q, N_k, d, M, b, P_s, S, grouping, B_r)
+
+    if B_c is not None:
         p = plan(B_c)
         if p.footprint > M:
-            raise ValueError(f"B_c = {B_c} needs {p.footprint} entries of cache for R = {R} "
-                             f"query rows, d = {d}{_pages_text(P_s)}, more than M = {M}")
+            raise ValueError(f"B_c = {B_c} needs {p.footprint} entries of cache for B_r = {B_r} "
+                             f"query rows (of R = {R}), d = {d}{_pages_text(P_s)}, more than "
+                             f"M = {M}")
         return p
-    fixed = 2 * R * d + 3 * R
-    top = min((M - fixed) // (2 * d + R), N_k // S, N_k)
+    fixed = 2 * B_r * d + 3 * B_r
+    top = min((M - fixed) // (2 * d + B_r), N_k // S, N_k)
     if top >= 1 and P_s is not None:
         for b in range(top - top % P_s, 0, -P_s):          # aligned tiles first
             if plan(b).footprint <= M:
@@ -387,11 +474,11 @@ def decoding_plan(H_q: int, H_kv: int, N_q: int, N_k: int, d: int, M: int, *,
     for b in range(top, 0, -1):
         if plan(b).footprint <= M:
             return plan(b)
-    least = _peak(R, d, N_k, 1, P_s, S)
-    raise ValueError(f"no key tile fits in M = {M}: a unit's R = {R} query rows (g N_q with "
-                     f"grouping={grouping!r}), d = {d}{_pages_text(P_s)} need at least {least} "
-                     f"entries with B_c = 1; take a larger M, fewer stacked rows (grouping="
-                     "'per_head') or smaller pages")
+    least = _peak(B_r, d, N_k, 1, P_s, S)
+    raise ValueError(f"no key tile fits in M = {M}: a row group's B_r = {B_r} query rows (of a "
+                     f"unit's R = {R}, g N_q with grouping={grouping!r}), d = {d}"
+                     f"{_pages_text(P_s)} need at least {least} entries with B_c = 1; take a "
+                     "larger M, fewer rows a row group or smaller pages")
 
 
 def _pages_text(P_s) -> str:
@@ -448,7 +535,7 @@ def _table(table, batch: int, n_pages: int, blocks: int) -> np.ndarray:
 
 def run_decoding(Q, K, V, M: int, *, B_c: int | None = None, P_s: int | None = None, S: int = 1,
                  grouping: str = "stacked", causal: bool = False, scale: float | None = None,
-                 table=None, N_k: int | None = None) -> DecodingResult:
+                 table=None, N_k: int | None = None, B_r: int | None = None) -> DecodingResult:
     """Split-K, paged, grouped decoding through one cache of ``M`` entries, counted.
 
     Every unit (a key/value head with its ``g`` query heads stacked, or one query head) of
@@ -458,6 +545,8 @@ def run_decoding(Q, K, V, M: int, *, B_c: int | None = None, P_s: int | None = N
     writes ``O`` (``S = 1``) or its partial ``(O / l, m, l)``. The merge then reads the ``S``
     partials of the unit and combines them by log-sum-exp (Lemma ``lem-parallel-merge`` of the
     book's Part IV, with ``L_s = m_s + log l_s``), one partial at a time, and writes ``O``.
+    With row groups (``B_r < R``) each group of a unit's rows does all of this on its own, one
+    group after another.
 
     Parameters
     ----------
@@ -488,6 +577,8 @@ def run_decoding(Q, K, V, M: int, *, B_c: int | None = None, P_s: int | None = N
     N_k : int, optional
         Cached rows a sequence; required with ``table`` (the pool does not say), else read
         from ``K``.
+    B_r : int, optional
+        Rows of a row group; by default :func:`decoding_plan`'s (all ``R`` when they fit).
 
     Returns
     -------
@@ -526,7 +617,8 @@ def run_decoding(Q, K, V, M: int, *, B_c: int | None = None, P_s: int | None = N
     if causal and N_q > N_k:
         raise ValueError(f"causal: a chunk at the end of a cache has at most as many queries as "
                          f"the cache has keys (its own among them): N_q = {N_q} > N_k = {N_k}")
-    p = decoding_plan(H_q, H_kv, N_q, N_k, d, M, B_c=B_c, P_s=P_s, S=S, grouping=grouping)
+    p = decoding_plan(H_q, H_kv, N_q, N_k, d, M, B_c=B_c, P_s=P_s, S=S, grouping=grouping,
+                      B_r=B_r)
     out = np.empty_like(Q)
     with collector_paused():
         mem = TwoLevelMemory(M, owner="decoding")
@@ -557,7 +649,8 @@ def run_decoding(Q, K, V, M: int, *, B_c: int | None = None, P_s: int | None = N
 
 
 def _unit(mem, p: DecodingPlan, hQ, hK, hV, tab, causal: bool, tau: float, name: str):
-    """One unit's splits and merge; returns its ``O`` (``R x d``, fetched after the run)."""
+    """One unit's row groups, each its splits and merge; returns its ``O`` (``R x d``, fetched
+    after the run)."""
     R, d, N_k, B_c, P_s, S = p.R, p.d, p.N_k, p.B_c, p.P_s, p.S
     hO = mem.allocate_slow(f"O{name}", (R, d))
     if S > 1:
@@ -567,27 +660,30 @@ def _unit(mem, p: DecodingPlan, hQ, hK, hV, tab, causal: bool, tau: float, name:
     # the last key row r sees: N_k - N_q + (its position); stacked rows are position-major
     pos = np.arange(R) // (p.g if p.grouping == "stacked" else 1)
     last = N_k - p.N_q + pos
-    for s, tiles in enumerate(split_tiles(p.T, S)):
-        Q_s = mem.read(hQ, slice(0, R))
-        Q_s *= tau
-        O_s = mem.allocate((R, d), "O_s")
-        m_s = mem.allocate(R, "m_s", fill=-np.inf)
-        l_s = mem.allocate(R, "l_s")
-        m_new = mem.allocate(R, "m_new", fill=None)
-        for t in tiles:
-            _tile(mem, t, Q_s, O_s, m_s, l_s, m_new, hK, hV, tab, N_k, B_c, P_s,
-                  last if causal else None)
-        divide_rows(O_s, l_s)             # a row that saw no key of the split stays 0
-        if S == 1:
-            mem.write(hO, O_s, slice(0, R))
-        else:
-            rows = slice(s * R, (s + 1) * R)
-            mem.write(parts[0], O_s, rows)
-            mem.write(parts[1], m_s, rows)
-            mem.write(parts[2], l_s, rows)
-        mem.free(Q_s, O_s, m_s, l_s, m_new)
-    if S > 1:
-        _merge(mem, parts, hO, R, d, S)
+    for group in row_groups(R, p.B_r):
+        r0, r1 = group.start, group.stop
+        n = r1 - r0
+        for s, tiles in enumerate(split_tiles(p.T, S)):
+            Q_s = mem.read(hQ, slice(r0, r1))
+            Q_s *= tau
+            O_s = mem.allocate((n, d), "O_s")
+            m_s = mem.allocate(n, "m_s", fill=-np.inf)
+            l_s = mem.allocate(n, "l_s")
+            m_new = mem.allocate(n, "m_new", fill=None)
+            for t in tiles:
+                _tile(mem, t, Q_s, O_s, m_s, l_s, m_new, hK, hV, tab, N_k, B_c, P_s,
+                      last[r0:r1] if causal else None)
+            divide_rows(O_s, l_s)             # a row that saw no key of the split stays 0
+            if S == 1:
+                mem.write(hO, O_s, slice(r0, r1))
+            else:
+                rows = slice(s * R + r0, s * R + r1)
+                mem.write(parts[0], O_s, rows)
+                mem.write(parts[1], m_s, rows)
+                mem.write(parts[2], l_s, rows)
+            mem.free(Q_s, O_s, m_s, l_s, m_new)
+        if S > 1:
+            _merge(mem, parts, hO, R, r0, r1, d, S)
     return mem.fetch(hO)
 
 
@@ -632,16 +728,18 @@ def _tile(mem, t, Q_s, O_s, m_s, l_s, m_new, hK, hV, tab, N_k, B_c, P_s, last) -
     mem.free(S_t, *held, *(() if entries is None else (entries,)))
 
 
-def _merge(mem, parts, hO, R: int, d: int, S: int) -> None:
-    """Combine the ``S`` partials ``(O_s / l_s, m_s, l_s)`` of a unit by log-sum-exp, one at a
-    time (Lemma ``lem-parallel-merge``: the weight of partial ``s`` is ``l_s e^{m_s - m}`` over
-    their sum, ``m`` the largest ``m_s``), and write ``O``."""
-    O = mem.allocate((R, d), "O")
-    m = mem.allocate(R, "m", fill=-np.inf)
-    l = mem.allocate(R, "l")
-    m_new = mem.allocate(R, "m_new", fill=None)
+def _merge(mem, parts, hO, R: int, r0: int, r1: int, d: int, S: int) -> None:
+    """Combine the ``S`` partials ``(O_s / l_s, m_s, l_s)`` of the rows ``r0 .. r1 - 1`` of a
+    unit (a row group) by log-sum-exp, one at a time (Lemma ``lem-parallel-merge``: the weight
+    of partial ``s`` is ``l_s e^{m_s - m}`` over their sum, ``m`` the largest ``m_s``), and
+    write their ``O``."""
+    n = r1 - r0
+    O = mem.allocate((n, d), "O")
+    m = mem.allocate(n, "m", fill=-np.inf)
+    l = mem.allocate(n, "l")
+    m_new = mem.allocate(n, "m_new", fill=None)
     for s in range(S):
-        rows = slice(s * R, (s + 1) * R)
+        rows = slice(s * R + r0, s * R + r1)
         O_p, m_p, l_p = mem.read(parts[0], rows), mem.read(parts[1], rows), mem.read(parts[2], rows)
         np.maximum(m, m_p, out=m_new)
         live = np.isfinite(m_new)
@@ -658,7 +756,7 @@ def _merge(mem, parts, hO, R: int, d: int, S: int) -> None:
         m[...] = m_new
         mem.free(O_p, m_p, l_p)
     divide_rows(O, l)
-    mem.write(hO, O, slice(0, R))
+    mem.write(hO, O, slice(r0, r1))
     mem.free(O, m, l, m_new)
 
 
@@ -721,7 +819,8 @@ def decoding_flops(H_q: int, N_q: int, N_k: int, d: int, *, batch: int = 1) -> i
 def decoding_predict(H_q: int, H_kv: int, N_q: int, N_k: int, d: int, *, gpu: str,
                      dtype: str = "bfloat16", batch: int = 1, layers: int = 1,
                      M: int | None = None, B_c: int | None = None, P_s: int | None = None,
-                     S: int = 1, grouping: str = "stacked") -> DecodingPrediction:
+                     S: int = 1, grouping: str = "stacked",
+                     B_r: int | None = None) -> DecodingPrediction:
     """The roofline of a decoding step on ``gpu`` from its exact counts.
 
     Bytes: ``Q``, ``K``, ``V`` and ``O`` in the storage precision ``dtype``, block-table
@@ -741,8 +840,9 @@ def decoding_predict(H_q: int, H_kv: int, N_q: int, N_k: int, d: int, *, gpu: st
         Sequences of the batch; attention layers of the model.
     M : int, optional
         The cache in entries; by default the GPU's shared memory per block in ``dtype``.
-    B_c : int, optional
-        The key tile; by default :func:`decoding_plan`'s for ``M``.
+    B_c, B_r : int, optional
+        The key tile and the row group; by default :func:`decoding_plan`'s for ``M`` (row
+        groups only when a unit's rows do not fit, each reading the cache once).
 
     Returns
     -------
@@ -766,9 +866,10 @@ def decoding_predict(H_q: int, H_kv: int, N_q: int, N_k: int, d: int, *, gpu: st
         raise ValueError(f"dtype must be one of {', '.join(BYTES)}, got {dtype!r}")
     width, layers = BYTES[dtype], as_count(layers, "layers")
     M = GPUS[gpu].shared_per_block // width if M is None else as_count(M, "M")
-    p = decoding_plan(H_q, H_kv, N_q, N_k, d, M, B_c=B_c, P_s=P_s, S=S, grouping=grouping)
+    p = decoding_plan(H_q, H_kv, N_q, N_k, d, M, B_c=B_c, P_s=P_s, S=S, grouping=grouping,
+                      B_r=B_r)
     t = decoding_terms(p.H_q, p.H_kv, p.N_q, p.N_k, p.d, B_c=p.B_c, P_s=p.P_s, S=p.S,
-                       grouping=p.grouping, batch=batch)
+                       grouping=p.grouping, batch=batch, B_r=p.B_r)
     nbytes = layers * (width * (t["Q"] + t["KV"] + t["O"]) + TABLE_BYTES * t["table"]
                        + PARTIAL_BYTES * (t["partial writes"] + t["partial reads"]))
     flops = layers * decoding_flops(p.H_q, p.N_q, p.N_k, p.d, batch=batch)

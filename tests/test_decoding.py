@@ -55,21 +55,21 @@ def _reference(Q, K, V, g, causal):
                      for h in range(H_q)])
 
 
-def _check(Q, K, V, B_c, P_s, S, grouping, causal, *, paged=True, seed=0):
+def _check(Q, K, V, B_c, P_s, S, grouping, causal, *, paged=True, seed=0, B_r=None):
     """Run (through a shuffled pool when ``P_s`` and ``paged``) at M = the closed form's peak;
     the count must equal the closed form and the output the softmax reference."""
     Qb, Kb, Vb = (X if X.ndim == 4 else X[None] for X in (Q, K, V))
     batch, H_q, N_q, d = Qb.shape
     H_kv, N_k = Kb.shape[1], Kb.shape[2]
     cost = decoding_cost(H_q, H_kv, N_q, N_k, d, B_c=B_c, P_s=P_s, S=S, grouping=grouping,
-                         batch=batch)
+                         batch=batch, B_r=B_r)
     if P_s is not None and paged:
         Kp, Vp, table = _pool(Kb, Vb, P_s, seed)
         r = run_decoding(Q, Kp, Vp, cost.peak, B_c=B_c, S=S, grouping=grouping, causal=causal,
-                         table=table if Q.ndim == 4 else table[0], N_k=N_k)
+                         table=table if Q.ndim == 4 else table[0], N_k=N_k, B_r=B_r)
     else:
         r = run_decoding(Q, K, V, cost.peak, B_c=B_c, P_s=P_s, S=S, grouping=grouping,
-                         causal=causal)
+                         causal=causal, B_r=B_r)
     assert r.io == cost
     assert r.output.shape == Q.shape
     g = H_q // H_kv
@@ -115,6 +115,105 @@ def test_run_fails_one_entry_below_the_peak():
         c = decoding_cost(8, 2, 2, 30, 4, B_c=4, P_s=P_s, S=S)
         with pytest.raises((CacheOverflowError, ValueError)):
             run_decoding(Q, K, V, c.peak - 1, B_c=4, P_s=P_s, S=S)
+
+
+@pytest.mark.parametrize("g, N_q", [(1, 7), (4, 3), (8, 1)])
+def test_row_groups_counted_equal_closed_form(g, N_q):
+    """Row groups of every size (ragged last group included), with and without pages (dividing
+    the tile or not), one split or several, dense and causal: counted = closed form, and the
+    output is the reference's."""
+    d, H_kv = 3, 2
+    for N_k, P_s, grouping in itertools.product((N_q + 13, 32), (None, 4, 3), ("stacked",
+                                                                             "per_head")):
+        Q, K, V = _cache(g * H_kv, H_kv, N_q, N_k, d, seed=g + N_q + N_k)
+        R = g * N_q if grouping == "stacked" else N_q
+        T = -(-N_k // 4)
+        sizes = sorted({1, min(2, R), (R + 1) // 2, R})
+        for B_r, S, causal in itertools.product(sizes, (1, 3, T), (False, True)):
+            r = _check(Q, K, V, 4, P_s, S, grouping, causal, B_r=B_r)
+            assert r.plan.B_r == B_r and r.plan.G == -(-R // B_r)
+
+
+def test_row_groups_read_the_cache_once_each():
+    """Against one group: (G - 1) (2 d W + E) more reads a unit, the same writes; the peak is
+    that of the largest group (B_r rows)."""
+    for g, N_q, N_k, B_c, P_s, S, grouping in itertools.product(
+            (1, 2, 8), (1, 3, 5), (9, 40), (1, 4), (None, 3), (1, 2), ("stacked", "per_head")):
+        H_q, H_kv, d = 8, 8 // g, 5
+        units, R = (H_kv, g * N_q) if grouping == "stacked" else (H_q, N_q)
+        kw = dict(B_c=B_c, P_s=P_s, S=S, grouping=grouping, batch=2)
+        one = decoding_cost(H_q, H_kv, N_q, N_k, d, **kw)
+        assert decoding_cost(H_q, H_kv, N_q, N_k, d, B_r=R, **kw) == one
+        W, E = page_reads(N_k, B_c, P_s)
+        for B_r in range(1, R + 1):
+            G = -(-R // B_r)
+            c = decoding_cost(H_q, H_kv, N_q, N_k, d, B_r=B_r, **kw)
+            assert c.reads - one.reads == 2 * units * (G - 1) * (2 * d * W + E)
+            assert c.writes == one.writes
+            assert c.peak == decoding_cost(H_q, H_kv, B_r, N_k, d, **{**kw, "grouping":
+                                                                      "per_head"}).peak
+
+
+def test_row_groups_by_hand():
+    """The doctest: 4 stacked rows in groups of 3 (3 rows, then 1) read the 16 page rows of K
+    and V and the 6 table entries twice."""
+    one = decoding_cost(4, 1, 1, 10, 2, B_c=4, P_s=3, S=2)
+    two = decoding_cost(4, 1, 1, 10, 2, B_c=4, P_s=3, S=2, B_r=3)
+    assert two.reads == one.reads + 2 * 2 * 16 + 6 == 188 and two.writes == one.writes == 40
+    # tiles 0 and 1 hold 2 entries and 6 page rows beside the 3 rows' Q, O, m, l, m_new, scores
+    assert two.peak == 2 * 3 * 2 + 3 * 3 + 2 + 2 * 2 * 6 + 3 * 4 == 59
+
+
+def test_plan_takes_the_fewest_row_groups_that_fit():
+    """Without B_r: all R rows when a tile of one key fits beside them (today's plan), else
+    G = ceil(R / B) for the most rows B that fit, balanced; each plan fits, and one group
+    fewer does not."""
+    for g, N_q, d, M, P_s, S in itertools.product((1, 4), (1, 5, 16), (4, 16), (300, 900, 3000),
+                                                  (None, 4, 6), (1, 2)):
+        H_q, R = 4 * g, g * N_q
+        p = decoding_plan(H_q, 4, N_q, 200, d, M, P_s=P_s, S=S)
+        assert p.footprint <= M and p.cost(3) == decoding_cost(
+            H_q, 4, N_q, 200, d, B_c=p.B_c, P_s=P_s, S=S, batch=3, B_r=p.B_r)
+        if decoding_cost(H_q, 4, N_q, 200, d, B_c=1, P_s=P_s, S=S).peak <= M:
+            assert p.B_r == R and p == decoding_plan(H_q, 4, N_q, 200, d, M, P_s=P_s, S=S,
+                                                     B_r=R)
+            continue
+        assert p.G == -(-R // p.B_r) >= 2 and p.B_r == -(-R // p.G)
+        fewer = -(-R // (p.G - 1))                  # the rows of a group with one group fewer
+        assert decoding_cost(H_q, 4, N_q, 200, d, B_c=1, P_s=P_s, S=S, B_r=fewer).peak > M
+
+
+def test_row_groups_refuse_bad_input():
+    with pytest.raises(ValueError, match="B_r = 5 rows a row group.*R = 4"):
+        decoding_cost(4, 1, 1, 10, 2, B_c=4, B_r=5)
+    with pytest.raises(ValueError, match="B_r must be at least 1"):
+        decoding_terms(4, 1, 1, 10, 2, B_c=4, B_r=0)
+    with pytest.raises(TypeError, match="B_r"):
+        decoding_plan(4, 1, 1, 10, 2, 1000, B_r=2.0)
+    with pytest.raises(ValueError, match="B_r = 3 rows a row group.*R = 2"):
+        decoding_plan(4, 2, 1, 10, 2, 1000, B_r=3)
+    Q, K, V = _cache(4, 1, 1, 12, 3)
+    with pytest.raises(ValueError, match=r"B_c = 4 needs \d+ entries of cache for B_r = 2"):
+        run_decoding(Q, K, V, 40, B_c=4, B_r=2)
+    with pytest.raises(ValueError, match="no key tile fits.*B_r = 4 query rows"):
+        run_decoding(Q, K, V, 40, B_r=4)
+    assert run_decoding(Q, K, V, 40).plan.B_r == 2                  # chosen: it fits
+    with pytest.raises(ValueError, match="the merge.*B_r = 1"):
+        decoding_plan(4, 1, 1, 10, 2, 8, S=2)
+
+
+@given(H_kv=st.integers(1, 2), g=st.integers(1, 4), N_q=st.integers(1, 6),
+       N_k=st.integers(1, 40), d=st.integers(1, 4), B_c=st.integers(1, 12),
+       P_s=st.one_of(st.none(), st.integers(1, 15)), S=st.integers(1, 6),
+       grouping=st.sampled_from(["stacked", "per_head"]), causal=st.booleans(),
+       B_r=st.integers(1, 24), batch=st.integers(1, 2), seed=st.integers(0, 100))
+def test_random_row_groups(H_kv, g, N_q, N_k, d, B_c, P_s, S, grouping, causal, B_r, batch,
+                           seed):
+    S = min(S, -(-N_k // B_c))
+    N_q = min(N_q, N_k) if causal else N_q
+    R = g * N_q if grouping == "stacked" else N_q
+    Q, K, V = _cache(g * H_kv, H_kv, N_q, N_k, d, seed=seed, batch=batch)
+    _check(Q, K, V, B_c, P_s, S, grouping, causal, seed=seed, B_r=min(B_r, R))
 
 
 @given(H_kv=st.integers(1, 3), g=st.integers(1, 4), N_q=st.integers(1, 9),
@@ -244,8 +343,10 @@ def test_run_refuses_bad_input():
         run_decoding(Q[:, :1].repeat(3, axis=1), K[:, :2], V[:, :2], 10 ** 4, causal=True)
     with pytest.raises(TypeError, match="causal"):
         run_decoding(Q, K, V, 10 ** 4, causal="yes")
+    # R = 2 rows do not fit in 20 entries, one row a group does (16 entries), none in 15
+    assert run_decoding(Q, K, V, 20).plan.B_r == 1
     with pytest.raises(ValueError, match="no key tile fits"):
-        run_decoding(Q, K, V, 20)
+        run_decoding(Q, K, V, 15)
     with pytest.raises(ValueError, match="more than M"):
         run_decoding(Q, K, V, 100, B_c=12)
 
@@ -255,11 +356,16 @@ def test_decode_plan_takes_the_largest_tile_that_fits():
     for H_q, H_kv, N_q, d, M, S, grouping in itertools.product(
             (8,), (1, 8), (1, 4), (16, 64), (3000, 20000), (1, 3), ("stacked", "per_head")):
         R = (H_q // H_kv) * N_q if grouping == "stacked" else N_q
-        if (M - 2 * R * d - 3 * R) // (2 * d + R) < 1:
-            with pytest.raises(ValueError, match="no key tile fits|the merge"):
-                decoding_plan(H_q, H_kv, N_q, 4096, d, M, S=S, grouping=grouping)
-            continue
         p = decoding_plan(H_q, H_kv, N_q, 4096, d, M, S=S, grouping=grouping)
+        if (M - 2 * R * d - 3 * R) // (2 * d + R) < 1 or (S > 1 and 2 * R * d + 5 * R > M):
+            # the rows do not fit: the fewest row groups that do, balanced
+            most = max(b for b in range(1, R) if 2 * b * d + 3 * b + 2 * d + b <= M
+                       and (S == 1 or 2 * b * d + 5 * b <= M))
+            assert (p.G, p.B_r) == (-(-R // most), -(-R // -(-R // most)))
+            assert p.B_c == min((M - 2 * p.B_r * d - 3 * p.B_r) // (2 * d + p.B_r), 4096 // S)
+            assert p.footprint <= M and p.cost().peak == p.footprint
+            continue
+        assert p.B_r == R and p.G == 1
         assert R == ((H_q // H_kv) * N_q if grouping == "stacked" else N_q)
         assert p.B_c == min((M - 2 * R * d - 3 * R) // (2 * d + R), 4096 // S)
         assert p.footprint <= M
@@ -275,7 +381,9 @@ def test_a_decode_step_does_not_plan_as_if_N_q_were_N_k():
     p = decoding_plan(32, 8, 1, 8192, 128, 116224)
     assert p.R == 4 and p.B_c == (116224 - 2 * 4 * 128 - 12) // (256 + 4)
     with pytest.raises(ValueError, match="no key tile fits"):
-        decoding_plan(32, 8, 8192, 8192, 128, 116224)
+        decoding_plan(32, 8, 8192, 8192, 128, 116224, B_r=4 * 8192)
+    p = decoding_plan(32, 8, 8192, 8192, 128, 116224)          # in row groups instead
+    assert p.R == 4 * 8192 and p.B_r < p.R and p.footprint <= 116224
 
 
 def test_paged_plan_prefers_whole_pages():

@@ -3,13 +3,15 @@ counted.
 
 :func:`decode` computes ``softmax(scale Q K^T) V`` for a few query rows per head against a
 key/value cache, as a decoding step (``N_q = 1``), a speculative verification or a prefill chunk
-does, as long as the ``R = g N_q`` rows of a group fit one block's shared memory
-(:func:`max_rows`). The schedule is the counted model of
-:func:`ioattn.decoding.decoding_cost` with ``grouping="stacked"``:
+does. The schedule is the counted model of :func:`ioattn.decoding.decoding_cost` with
+``grouping="stacked"``:
 
 - **grouped heads**: one thread block per key/value head (and split) serves the ``g = H_q /
   H_kv`` query heads of its group, their ``R = g N_q`` rows stacked position-major
   (:func:`ioattn.inference.stack_group`), so that each key/value tile is read once per group;
+- **row groups**: when those ``R`` rows do not fit one block's shared memory (:func:`max_rows`),
+  they are cut into ``G = ceil(R / B_r)`` row groups of ``B_r`` rows, a block each, and the
+  cache is read once per row group (``decoding_cost(..., B_r=B_r)``);
 - **paged cache**: the keys and values of sequence ``b`` lie in a pool of pages of ``P_s`` rows,
   page ``p`` (rows ``[p P_s, min((p+1) P_s, N_k))``) at pool page ``table[b, p]``; a tile of
   ``B_c`` keys reads the table entry of every page it overlaps and that page whole;
@@ -19,11 +21,11 @@ does, as long as the ``R = g N_q`` rows of a group fit one block's shared memory
 
 ``Q`` and the cache are stored in float32, float16 or bfloat16 (``dtype``); the products, the
 partials and ``O`` are float32. Compiled with ``-DIOATTN_COUNT_IO`` (``count_io=True``) the
-kernels count the entries they load
-and store, and the count equals ``decoding_cost(H_q, H_kv, N_q, N_k, d, B_c=B_c, P_s=P_s, S=S,
-batch=batch)`` (reads and writes). Decoding is bound by reading the cache, so the products run
-in float32 on the CUDA cores; :mod:`benchmarks.decode` predicts the time per step from the
-counted bytes and each GPU's bandwidth.
+kernels count the entries they load and store, and the count equals ``decoding_cost(H_q, H_kv,
+N_q, N_k, d, B_c=B_c, P_s=P_s, S=S, batch=batch, B_r=B_r)`` (reads and writes). Decoding is
+bound by reading the cache, so the products run in float32 on the CUDA cores;
+:mod:`benchmarks.decode` predicts the time per step from the counted bytes and each GPU's
+bandwidth.
 """
 
 from __future__ import annotations
@@ -122,6 +124,8 @@ class DecodePlan:
         The most cache rows and table entries a tile reads (:func:`layout`).
     threads : int
         Threads per block of the split kernel.
+    B_r : int
+        Rows of a row group, ``1 <= B_r <= R`` (omitted: ``R``, one group).
     """
 
     H_q: int
@@ -136,11 +140,21 @@ class DecodePlan:
     rows: int
     pages: int
     threads: int
+    B_r: int | None = None
+
+    def __post_init__(self):
+        if self.B_r is None:
+            object.__setattr__(self, "B_r", self.R)
 
     @property
     def g(self) -> int:
         """Query heads per key/value head."""
         return self.H_q // self.H_kv
+
+    @property
+    def G(self) -> int:
+        """Row groups of a unit, ``ceil(R / B_r)``: a block each (per split, head, sequence)."""
+        return ceil_div(self.R, self.B_r)
 
     @property
     def R(self) -> int:
@@ -154,13 +168,14 @@ class DecodePlan:
 
     @property
     def footprint(self) -> int:
-        """Shared-memory entries of a split block (:func:`footprint`)."""
-        return footprint(self.R, self.d, min(self.B_c, self.N_k), self.rows, self.pages)
+        """Shared-memory entries of a split block (:func:`footprint`, ``B_r`` rows)."""
+        return footprint(self.B_r, self.d, min(self.B_c, self.N_k), self.rows, self.pages)
 
     @property
     def merge_footprint(self) -> int:
-        """Shared-memory entries of a merge block: ``m`` and ``l`` of every split and row."""
-        return 2 * self.S * self.R if self.S > 1 else 0
+        """Shared-memory entries of a merge block: ``m`` and ``l`` of every split and row of a
+        row group."""
+        return 2 * self.S * self.B_r if self.S > 1 else 0
 
 
 def _threads(R: int, d: int) -> int:
@@ -169,18 +184,22 @@ def _threads(R: int, d: int) -> int:
 
 
 def decode_plan(H_q: int, H_kv: int, N_q: int, N_k: int, d: int, *, B_c: int | None = None,
-                P_s: int | None = None, S: int = 1, batch: int = 1,
-                budget: int) -> DecodePlan:
+                P_s: int | None = None, S: int = 1, batch: int = 1, budget: int,
+                B_r: int | None = None) -> DecodePlan:
     """The plan of a launch, with clear errors; ``budget`` is the shared memory per block
     (bytes). Without ``B_c``: 64 keys, or with pages the largest multiple of ``P_s`` up to 64
     (``P_s`` when the page is larger), halved until the block fits in ``budget``.
 
-    The ``R = g N_q`` stacked rows of a group must fit one block: at most :func:`max_rows` at
-    the tiles tried (given ``B_c``, or the halvings of the default), which with ``d = 128`` and a
-    contiguous cache is 61 rows in a Turing block (64 KiB), 157 in an Ampere one (163 KiB) and
-    219 in a Hopper one (227 KiB); a larger ``R`` raises
-    :class:`~ioattn.gpu.plans.SharedMemoryExceeded` naming that limit and the chunk length that
-    fits.
+    The rows of a block: without ``B_r`` and ``B_c``, all ``R = g N_q`` stacked rows of a group
+    when they fit one block (split and merge) at one of the tiles tried; else the fewest row
+    groups that fit, ``G = ceil(R / L)`` for ``L`` the most rows a block holds (:func:`max_rows`
+    at the tiles tried, and ``budget / (8 S)`` for the merge), balanced as ``B_r = ceil(R /
+    G)``, with the largest tile tried that fits ``B_r`` rows. :func:`max_rows` with ``d = 128``
+    and a contiguous cache is 61 rows in a Turing block (64 KiB), 157 in an Ampere one (163
+    KiB) and 219 in a Hopper one (227 KiB): a chunk of ``N_q = 64`` rows of one head at ``d =
+    128`` runs on a T4 in two row groups of 32. A given ``B_r``, or a given ``B_c`` (with all
+    ``R`` rows), is checked instead: one that does not fit raises
+    :class:`~ioattn.gpu.plans.SharedMemoryExceeded` naming the limit.
     """
     H_q, H_kv, N_q, N_k, d = (as_count(v, n) for v, n in
                               ((H_q, "H_q"), (H_kv, "H_kv"), (N_q, "N_q"), (N_k, "N_k"), (d, "d")))
@@ -198,47 +217,68 @@ def decode_plan(H_q: int, H_kv: int, N_q: int, N_k: int, d: int, *, B_c: int | N
                              f"gridDim.y and gridDim.z), got {v}")
     g = H_q // H_kv
     R = g * N_q
+    choose = B_r is None and B_c is None
+    if B_r is not None:
+        B_r = as_count(B_r, "B_r")
+        if B_r > R:
+            raise ValueError(f"B_r = {B_r} rows a row group, but a group has only R = g N_q = "
+                             f"{R} stacked rows: take 1 <= B_r <= {R}")
 
-    def make(b_c):
-        rows, pages = layout(N_k, b_c, P_s)
-        return DecodePlan(H_q, H_kv, N_q, N_k, d, b_c, P_s, S, batch, rows, pages,
-                          _threads(R, d))
+    def tiles(rows):
+        """The plans tried for ``rows`` rows a block: the given tile, or the halvings."""
+        def make(b_c):
+            layout_rows, pages = layout(N_k, b_c, P_s)
+            return DecodePlan(H_q, H_kv, N_q, N_k, d, b_c, P_s, S, batch, layout_rows, pages,
+                              _threads(rows, d), rows)
 
-    if B_c is not None:
-        tried = [make(as_count(B_c, "B_c"))]
-    else:
+        if B_c is not None:
+            return [make(as_count(B_c, "B_c"))]
         b_c = DEFAULT_B_C if P_s is None else \
             (P_s * (DEFAULT_B_C // P_s) if P_s <= DEFAULT_B_C else P_s)
         tried = [make(b_c)]
         while ENTRY * tried[-1].footprint > budget and b_c > 1:
             b_c //= 2
             tried.append(make(b_c))
+        return tried
+
+    def fits(p):
+        return ENTRY * p.footprint <= budget and ENTRY * p.merge_footprint <= budget
+
+    tried = tiles(R if B_r is None else B_r)
     the_plan = tried[-1]
+    if choose and not fits(the_plan):
+        limit = max(max_rows(d, min(p.B_c, N_k), p.rows, p.pages, budget) for p in tried)
+        if S > 1:
+            limit = min(limit, budget // (2 * ENTRY * S))
+        if limit >= 1:
+            G = ceil_div(R, limit)
+            tried = tiles(ceil_div(R, G))
+            the_plan = tried[-1]
+    rows = the_plan.B_r
     if ENTRY * the_plan.footprint > budget:
         limit, best = max((max_rows(d, min(p.B_c, N_k), p.rows, p.pages, budget), -p.B_c)
                           for p in tried)
-        tiles = f"B_c = {-best}" + ("" if P_s is None else f" and pages of P_s = {P_s}")
-        if limit >= g:
-            fix = (f"decode the chunk in parts of at most {limit // g} query rows per head "
-                   f"(each part against the keys it sees), or run a prefill with "
-                   f"ioattn.gpu.run('flash', ...)")
-        elif limit > 0:
-            fix = (f"decode at most {limit} of the group's {g} query heads per call (fewer "
-                   f"heads per key/value head), or run ioattn.gpu.run('flash', ...) per head")
-        else:
+        tiles_text = f"B_c = {-best}" + ("" if P_s is None else f" and pages of P_s = {P_s}")
+        if limit == 0:
             fix = "the cache tile alone fills the block: use a smaller B_c or page size"
-        if B_c is not None and limit > 0:
-            fix += " (or a smaller B_c, which leaves more room for rows)"
+        else:
+            fix = (f"take row groups of at most B_r = {limit} rows (each reads the cache "
+                   f"once)")
+            if B_c is not None:
+                fix += (" or leave B_c to the plan (or a smaller B_c, which leaves more room "
+                        "for rows)")
+        who = (f"the g N_q = {g} x {N_q} = {R} stacked rows of a group" if rows == R else
+               f"a row group of B_r = {rows} of the g N_q = {g} x {N_q} = {R} stacked rows")
         raise SharedMemoryExceeded(
-            f"decode: the g N_q = {g} x {N_q} = {R} stacked rows of a group need "
-            f"{ENTRY * the_plan.footprint} bytes of shared memory per block at d = {d} with "
-            f"B_c = {the_plan.B_c}, but the device allows {budget}: the most rows a block holds "
-            f"there is R = {limit} (max_rows, with {tiles}): {fix}")
+            f"decode: {who} need {ENTRY * the_plan.footprint} bytes of shared memory per block "
+            f"at d = {d} with B_c = {the_plan.B_c}, but the device allows {budget}: the most "
+            f"rows a block holds there is R = {limit} (max_rows, with {tiles_text}): {fix}")
     if ENTRY * the_plan.merge_footprint > budget:
         raise SharedMemoryExceeded(
-            f"decode: the merge holds m and l of S x g N_q = {S} x {R} rows, "
+            f"decode: the merge holds m and l of S x B_r = {S} x {rows} rows, "
             f"{ENTRY * the_plan.merge_footprint} bytes of shared memory per block, but the "
-            f"device allows {budget}: use at most {budget // (2 * ENTRY * R)} splits")
+            f"device allows {budget}: use at most {budget // (2 * ENTRY * rows)} splits or "
+            f"fewer rows a row group")
     if S > the_plan.T:
         raise ValueError(f"S = {S} splits of T = ceil(N_k / B_c) = {the_plan.T} tiles: need "
                          f"1 <= S <= T")
@@ -295,7 +335,8 @@ def _finite(x, name, xp):
 
 def prepare_decode(Q, K_pages, V_pages, table, N_k, *, S: int = 1, B_c: int | None = None,
                    causal: bool = False, scale: float | None = None, dtype: str = "float32",
-                   count_io: bool = False, backend: str = "cuda") -> Launch:
+                   count_io: bool = False, backend: str = "cuda",
+                   B_r: int | None = None) -> Launch:
     """Everything :func:`decode` does before launching: a :class:`ioattn.gpu.Launch`."""
     causal, count_io = as_flag(causal, "causal"), as_flag(count_io, "count_io")
     if dtype not in KERNELS:
@@ -364,7 +405,7 @@ def prepare_decode(Q, K_pages, V_pages, table, N_k, *, S: int = 1, B_c: int | No
         raise ValueError(f"a causal chunk at the end of a cache has at most as many queries as "
                          f"the cache has keys: N_q = {N_q} > N_k = {N_k}")
     the_plan = decode_plan(H_q, H_kv, N_q, N_k, d, B_c=B_c, P_s=P_s, S=S, batch=batch,
-                           budget=be.shared_memory_per_block)
+                           budget=be.shared_memory_per_block, B_r=B_r)
     _finite(Q4, "Q", xp)
     if used is None:
         _finite(Kv[:, :, :N_k], "K_pages", xp), _finite(Vv[:, :, :N_k], "V_pages", xp)
@@ -399,17 +440,17 @@ def prepare_decode(Q, K_pages, V_pages, table, N_k, *, S: int = 1, B_c: int | No
     args = (Qs, Ks, Vs, tables, O, part_O, part_ml, np.int32(H_q), np.int32(H_kv),
             np.int32(N_q), np.int32(N_k), np.int32(d), np.int32(B_c_kernel),
             np.int32(P_s or 0), np.int32(width), np.int32(capacity), np.int32(p.rows),
-            np.int32(p.pages), np.float32(tau), np.int32(causal), io)
+            np.int32(p.pages), np.float32(tau), np.int32(causal), np.int32(p.B_r), io)
     merge_args = (part_O, part_ml, O, np.int32(H_q), np.int32(H_kv), np.int32(N_q),
-                  np.int32(d), np.int32(p.S), io)
+                  np.int32(d), np.int32(p.S), np.int32(p.B_r), io)
 
     def go():
         if count_io:
             io.fill(0)
         be.take_accesses()
-        first((p.S, H_kv, batch), (p.threads,), args, shared_mem=ENTRY * p.footprint)
+        first((p.G * p.S, H_kv, batch), (p.threads,), args, shared_mem=ENTRY * p.footprint)
         if split:
-            second((H_kv, batch), (MERGE_THREADS,), merge_args,
+            second((p.G, H_kv, batch), (MERGE_THREADS,), merge_args,
                    shared_mem=ENTRY * p.merge_footprint)
 
     def finish():
@@ -425,15 +466,17 @@ def prepare_decode(Q, K_pages, V_pages, table, N_k, *, S: int = 1, B_c: int | No
 
 def decode(Q, K_pages, V_pages, table, N_k, *, S: int = 1, B_c: int | None = None,
            causal: bool = False, scale: float | None = None, dtype: str = "float32",
-           count_io: bool = False, backend: str = "cuda") -> DecodeResult:
+           count_io: bool = False, backend: str = "cuda",
+           B_r: int | None = None) -> DecodeResult:
     """Attention of a few new query rows against a (paged) key/value cache, split-K and
     grouped: FlashDecoding's schedule (:mod:`ioattn.gpu.flash_decoding`).
 
     Parameters
     ----------
     Q : array_like
-        ``(batch, H_q, N_q, d)`` or, for one sequence, ``(H_q, N_q, d)``; ``d <= 256``, and
-        the ``g N_q`` rows of a group at most :func:`max_rows` for the device's shared memory.
+        ``(batch, H_q, N_q, d)`` or, for one sequence, ``(H_q, N_q, d)``; ``d <= 256``. When
+        the ``g N_q`` rows of a group are more than :func:`max_rows` for the device's shared
+        memory, they run in row groups (``B_r``).
     K_pages, V_pages : array_like
         With a ``table``: the pool ``(pages, H_kv, P_s, d)``, each page holding ``P_s``
         consecutive rows of one sequence for every key/value head. With ``table=None``: the
@@ -462,23 +505,29 @@ def decode(Q, K_pages, V_pages, table, N_k, *, S: int = 1, B_c: int | None = Non
     count_io : bool
         Count the entries loaded and stored (``-DIOATTN_COUNT_IO``) into ``io``.
     backend : {"cuda", "emulator", "emulator-racecheck"}
+    B_r : int, optional
+        Rows of a row group, ``1 <= B_r <= g N_q``, a block each, each reading the cache once;
+        by default all ``g N_q`` rows when they fit a block, else the fewest row groups that
+        fit (:func:`decode_plan`).
 
     Returns
     -------
     DecodeResult
         ``output`` of ``Q``'s shape; ``io`` equal to ``ioattn.decoding.decoding_cost(H_q, H_kv,
-        N_q, N_k, d, B_c=B_c, P_s=P_s, S=S, batch=batch)`` in reads and writes.
+        N_q, N_k, d, B_c=B_c, P_s=P_s, S=S, batch=batch, B_r=B_r)`` in reads and writes, with
+        the plan's ``B_c`` and ``B_r``.
 
     Raises
     ------
     ValueError, TypeError
         For bad shapes, dtypes, non-finite values, page indices outside the pool, ``S`` outside
-        ``1 .. T``, or a plan beyond the shared memory (more than :func:`max_rows` stacked
-        rows; :class:`~ioattn.gpu.plans.SharedMemoryExceeded`, a ValueError).
+        ``1 .. T``, ``B_r`` outside ``1 .. g N_q``, or a plan beyond the shared memory (a given
+        ``B_c`` or ``B_r`` with more than :func:`max_rows` rows a block, or a tile that alone
+        fills it; :class:`~ioattn.gpu.plans.SharedMemoryExceeded`, a ValueError).
     GPUUnavailableError
         With ``backend="cuda"`` and no usable GPU.
     """
     launch = prepare_decode(Q, K_pages, V_pages, table, N_k, S=S, B_c=B_c, causal=causal,
-                            scale=scale, dtype=dtype, count_io=count_io, backend=backend)
+                            scale=scale, dtype=dtype, count_io=count_io, backend=backend, B_r=B_r)
     launch()
     return launch.result()

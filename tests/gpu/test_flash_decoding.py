@@ -11,6 +11,7 @@ import ioattn.gpu as gpu
 from ioattn.decoding import decoding_cost
 from ioattn.gpu.flash_decoding import (KERNELS, decode_plan, footprint, layout, max_rows,
                                        prepare_decode, row_stride)
+from ioattn.gpu.backend import EmulatorBackend
 from ioattn.gpu.emulator import OutOfBounds
 from ioattn.gpus import GPUS
 from ioattn.gpu.plans import MAX_GRID_Y, SharedMemoryExceeded
@@ -73,7 +74,7 @@ def paged(rng, K, V, P_s, spare=3, fill=np.nan):
 
 
 def check(rng, *, batch=1, H_q, H_kv, N_q, N_k, d, B_c=None, P_s=None, S=1, causal=False,
-          logits=1.0, scale=None, tol=1e-5, dtype="float32", backend=EMU):
+          logits=1.0, scale=None, tol=1e-5, dtype="float32", backend=EMU, B_r=None):
     """Run the kernel on fresh data (values of ``dtype``); assert the output (fully written,
     within ``tol`` of float64 relative to its largest entry) and the counted traffic
     (``decoding_cost`` for the plan)."""
@@ -84,7 +85,7 @@ def check(rng, *, batch=1, H_q, H_kv, N_q, N_k, d, B_c=None, P_s=None, S=1, caus
     else:
         args = paged(rng, K, V, P_s)
     r = gpu.decode(Q, *args, N_k, S=S, B_c=B_c, causal=causal, scale=scale, dtype=dtype,
-                   count_io=True, backend=backend)
+                   count_io=True, backend=backend, B_r=B_r)
     want = reference(Q, K, V, scale, causal)
     out = np.asarray(r.output)
     assert out.shape == Q.shape and out.dtype == np.float32
@@ -92,8 +93,10 @@ def check(rng, *, batch=1, H_q, H_kv, N_q, N_k, d, B_c=None, P_s=None, S=1, caus
     err = np.abs(out - want).max() / max(np.abs(want).max(), 1e-30)
     assert err <= tol, err
     p = r.plan
-    cost = decoding_cost(H_q, H_kv, N_q, N_k, d, B_c=p.B_c, P_s=P_s, S=S, batch=batch)
+    cost = decoding_cost(H_q, H_kv, N_q, N_k, d, B_c=p.B_c, P_s=P_s, S=S, batch=batch,
+                         B_r=p.B_r)
     assert (r.io.reads, r.io.writes) == (cost.reads, cost.writes)
+    assert B_r is None or p.B_r == B_r
     assert r.io.peak == p.footprint and r.heads == batch * H_q and r.dtype == dtype
     return r, err
 
@@ -114,6 +117,38 @@ def test_splits_groups_pages_and_the_causal_chunk(rng, N_q, group):
         r, _ = check(rng, batch=2 if H_kv < 8 else 1, H_q=H_q, H_kv=H_kv, N_q=N_q, N_k=37,
                      d=16, B_c=8, P_s=P_s, S=S, causal=causal)
         assert r.plan.T == 5 and r.plan.R == (H_q // H_kv) * N_q
+
+
+@pytest.mark.parametrize("g, N_q", [(1, 7), (4, 2), (3, 3)])
+def test_row_groups(rng, g, N_q):
+    """R = g N_q rows in row groups of B_r (the last ragged where B_r does not divide R), a block
+    each, dense and causal, with and without pages, S = 1, 2, 5: the count is decoding_cost's
+    with that B_r, the cache read once per row group, and the output the reference's."""
+    R = g * N_q
+    for i, (B_r, P_s) in enumerate([(1, 5), (2, None), (R - 1, 4), (R // 2, 16)]):
+        S, causal = ((1, False), (2, True), (5, True), (5, False))[i]
+        r, _ = check(rng, batch=2, H_q=2 * g, H_kv=2, N_q=N_q, N_k=37, d=8, B_c=8, P_s=P_s,
+                     S=S, causal=causal, B_r=B_r)
+        assert r.plan.G == -(-R // B_r) >= 2
+
+
+def test_row_groups_have_no_race(rng):
+    """The race-checking emulator: row groups of 4 (of 4, 4, 1 rows) with pages and 3 splits,
+    and of 3 (ragged) on a contiguous cache with 2 splits."""
+    for kw in (dict(H_q=6, H_kv=2, N_q=3, N_k=29, d=8, B_c=8, P_s=5, S=3, B_r=4),
+               dict(H_q=2, H_kv=1, N_q=5, N_k=20, d=12, B_c=4, S=2, B_r=3)):
+        r, _ = check(rng, causal=True, backend="emulator-racecheck", **kw)
+        assert r.backend == "emulator-racecheck" and r.plan.G == -(-r.plan.R // kw["B_r"])
+
+
+def test_named_counts_of_row_groups(rng):
+    """g = 4, N_q = 1 (R = 4), N_k = 37, d = 16, B_c = 8, pages of 5, S = 2, in row groups of
+    B_r = 3 (of 3 and 1 rows): each row group reads the 12 table entries and the 57 page rows
+    of K and V (test_named_counts), so per unit 2 * 64 + 2 * (32 * 57 + 12) + 2 * 4 * 18 =
+    3944 reads, 1836 more than one group, and the same 208 writes."""
+    r, _ = check(rng, batch=2, H_q=8, H_kv=2, N_q=1, N_k=37, d=16, B_c=8, P_s=5, S=2, B_r=3)
+    assert (r.io.reads, r.io.writes) == (4 * 3944, 4 * 208)
+    assert r.plan.G == 2 and r.io.peak == footprint(3, 16, 8, 15, 3)
 
 
 def test_named_counts():
@@ -282,25 +317,29 @@ ARCH_BUDGETS = {arch: GPUS[name].shared_per_block
 @pytest.mark.parametrize("arch", sorted(ARCH_BUDGETS))
 @pytest.mark.parametrize("d", [16, 64, 128, 256])
 def test_the_row_limit_is_exact_and_named(arch, d):
-    """At the limit the default plan fits the block; one row more is refused, naming the limit
-    and a chunk length that fits. The limit is the same for N_q rows of one head and g heads."""
+    """At the limit the default plan fits the block in one row group; one row more runs in two
+    row groups, and given as one row group it is refused, naming the limit. The limit is the
+    same for N_q rows of one head and g heads."""
     budget = ARCH_BUDGETS[arch]
     limit = max(max_rows(d, b, *layout(4096, b, 16), budget) for b in (64, 32, 16, 8, 4, 2, 1))
     p = decode_plan(1, 1, limit, 4096, d, P_s=16, budget=budget)
-    assert p.R == limit and 4 * p.footprint <= budget
+    assert p.R == p.B_r == limit and p.G == 1 and 4 * p.footprint <= budget
     assert 4 * footprint(limit + 1, d, p.B_c, p.rows, p.pages) > budget
+    p = decode_plan(1, 1, limit + 1, 4096, d, P_s=16, budget=budget)
+    assert (p.G, p.B_r) == (2, -(-(limit + 1) // 2)) and 4 * p.footprint <= budget
     with pytest.raises(SharedMemoryExceeded,
                        match=rf"1 x {limit + 1} = {limit + 1} stacked rows.*R = {limit} .*at most "
-                             rf"{limit} query rows per head.*run\('flash'"):
-        decode_plan(1, 1, limit + 1, 4096, d, P_s=16, budget=budget)
+                             rf"B_r = {limit} rows"):
+        decode_plan(1, 1, limit + 1, 4096, d, P_s=16, budget=budget, B_r=limit + 1)
     p = decode_plan(2, 1, limit // 2, 4096, d, P_s=16, budget=budget)
-    assert 4 * p.footprint <= budget
+    assert 4 * p.footprint <= budget and p.G == 1
 
 
 def test_the_limits_of_a_chunk_of_64_rows():
     """N_q = 64 at d = 128: g = 1 and 2 (64, 128 rows) fit Ampere and Hopper blocks, at most 61,
     157 and 219 rows fit sm_75, sm_80, sm_90 (as decode_plan's docstring says); g = 1 fits
-    Turing from d = 64 down, and at d = 16 g = 8 fits Hopper."""
+    Turing from d = 64 down, and at d = 16 g = 8 fits Hopper. At d = 128 on Turing g = 1 runs
+    in two row groups of 32 rows."""
     B = ARCH_BUDGETS
     for arch, want in (("sm_75", 61), ("sm_80", 157), ("sm_90", 219)):
         assert max(max_rows(128, b, b, 0, B[arch]) for b in (64, 32, 16, 8, 4, 2, 1)) == want
@@ -313,24 +352,60 @@ def test_the_limits_of_a_chunk_of_64_rows():
     assert decode_plan(16, 8, 64, 4096, 128, budget=B["sm_80"]).B_c == 16
     decode_plan(8, 8, 64, 4096, 64, P_s=16, budget=B["sm_75"])
     decode_plan(8, 1, 64, 4096, 16, P_s=16, budget=B["sm_90"])
-    with pytest.raises(SharedMemoryExceeded, match="R = 61 .*at most 61 query rows per head"):
-        decode_plan(8, 8, 64, 4096, 128, budget=B["sm_75"])
-    # a given tile: the limit at that tile, and the hint that a smaller one holds more rows
+    p = decode_plan(8, 8, 64, 4096, 128, budget=B["sm_75"])
+    assert (p.G, p.B_r, p.B_c) == (2, 32, 16) and 4 * p.footprint <= B["sm_75"]
+    with pytest.raises(SharedMemoryExceeded, match="R = 61 .*at most B_r = 61 rows"):
+        decode_plan(8, 8, 64, 4096, 128, budget=B["sm_75"], B_r=64)
+    # a given tile (with all rows): the limit at that tile, and the hint that a smaller one
+    # holds more rows
     with pytest.raises(SharedMemoryExceeded, match=r"R = 43 \(max_rows, with B_c = 16\).*at "
-                                                   r"most 43 query rows.*or a smaller B_c"):
+                                                   r"most B_r = 43 rows.*or a smaller B_c"):
         decode_plan(8, 8, 64, 4096, 128, B_c=16, budget=B["sm_75"])
+    assert decode_plan(8, 8, 64, 4096, 128, B_c=16, B_r=43, budget=B["sm_75"]).G == 2
 
 
-def test_too_many_rows_are_refused_before_the_launch():
+class Turing(EmulatorBackend):
+    """The emulator with a T4's shared memory per block (64 KiB, sm_75)."""
+
+    shared_memory_per_block = ARCH_BUDGETS["sm_75"]
+
+
+def test_a_chunk_of_64_rows_at_d_128_on_turing(rng):
+    """g = 1, N_q = 64, d = 128 runs in a Turing block (64 KiB): two row groups of 32 rows with
+    tiles of 16 keys, contiguous and paged, causal, one split and three; the count is
+    decoding_cost's with B_r = 32, the output the reference's."""
+    for P_s, S in ((None, 1), (16, 3)):
+        r, _ = check(rng, H_q=1, H_kv=1, N_q=64, N_k=80, d=128, P_s=P_s, S=S, causal=True,
+                     backend=Turing())
+        assert (r.plan.G, r.plan.B_r, r.plan.B_c) == (2, 32, 16)
+        assert 4 * r.plan.footprint <= ARCH_BUDGETS["sm_75"]
+        one = decoding_cost(1, 1, 64, 80, 128, B_c=16, P_s=P_s, S=S)
+        assert r.io.reads - one.reads == 2 * 128 * 80 + (0 if P_s is None else 5)
+        assert r.io.writes == one.writes
+
+
+def test_too_many_rows_run_in_row_groups_or_are_refused_before_the_launch():
     # the emulator's 227 KiB: g = 4 heads of 64 rows at d = 128 are 256 > 204 rows (a tile
-    # stages whole pages of 16 rows); with g = 300 not even one row per head fits; S = 500
-    # splits of 64 rows overflow the merge's m and l
+    # stages whole pages of 16 rows): two row groups of 128, and refused as one; g = 300 heads
+    # of one row: two row groups of 150; a given B_r beyond R is refused; S = 500 splits of 64
+    # rows overflow the merge's m and l
     Q, K, V, table = _inputs(H_q=8, H_kv=2, N_q=64, N_k=100, d=128, P_s=16)
     with pytest.raises(SharedMemoryExceeded, match=r"4 x 64 = 256 stacked rows.*R = 204 .*at "
-                                                   r"most 51 query rows per head"):
-        gpu.decode(Q, K, V, table, 100, backend=EMU)
-    with pytest.raises(SharedMemoryExceeded, match="R = 219 .*at most 219 of the group's 300"):
-        decode_plan(300, 1, 1, 100, 128, budget=227 * 1024)
+                                                   r"most B_r = 204 rows"):
+        gpu.decode(Q, K, V, table, 100, backend=EMU, B_r=256)
+    p = decode_plan(8, 2, 64, 100, 128, P_s=16, budget=227 * 1024)
+    assert (p.G, p.B_r) == (2, 128)
+    p = decode_plan(300, 1, 1, 100, 128, budget=227 * 1024)
+    assert (p.G, p.B_r) == (2, 150) and 4 * p.footprint <= 227 * 1024
+    with pytest.raises(SharedMemoryExceeded, match=r"a row group of B_r = 220 of the g N_q = "
+                                                   r"300 x 1 = 300.*R = 219 "):
+        decode_plan(300, 1, 1, 100, 128, budget=227 * 1024, B_r=220)
+    with pytest.raises(ValueError, match="B_r = 9 rows a row group.*R = g N_q = 8"):
+        decode_plan(8, 1, 1, 100, 16, budget=227 * 1024, B_r=9)
+    with pytest.raises(ValueError, match="B_r must be at least 1"):
+        gpu.decode(Q, K, V, table, 100, backend=EMU, B_r=0)
+    with pytest.raises(TypeError, match="B_r must be an integer"):
+        decode_plan(8, 1, 1, 100, 16, budget=227 * 1024, B_r=2.5)
     with pytest.raises(SharedMemoryExceeded, match="merge .* 500 x 64 rows.*at most 454 splits"):
         decode_plan(1, 1, 64, 1000, 8, B_c=1, S=500, budget=227 * 1024)
 
@@ -432,6 +507,19 @@ def test_on_the_gpu(rng):
     for dtype in ("float16", "bfloat16"):
         check(rng, batch=2, H_q=32, H_kv=8, N_q=2, N_k=777, d=128, P_s=16, S=3, causal=True,
               dtype=dtype, backend="cuda")
+    # row groups: given (the last ragged), and chosen for a Turing block's 64 KiB
+    check(rng, batch=2, H_q=8, H_kv=2, N_q=5, N_k=300, d=64, P_s=24, S=3, causal=True, B_r=6,
+          backend="cuda")
+    from ioattn.gpu.backend import CudaBackend
+
+    class TuringBudget(CudaBackend):
+        def __init__(self):
+            super().__init__()
+            self.shared_memory_per_block = ARCH_BUDGETS["sm_75"]
+
+    r, _ = check(rng, H_q=1, H_kv=1, N_q=64, N_k=1000, d=128, P_s=16, S=4, causal=True,
+                 backend=TuringBudget())
+    assert (r.plan.G, r.plan.B_r) == (2, 32)
 
 
 def test_the_gpu_check_launch_runs_in_the_emulator():
