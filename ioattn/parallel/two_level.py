@@ -278,12 +278,8 @@ def merge(mem: TwoLevelMemory, partials, out) -> None:
 
 def _mask(qrows, krows, causal: bool):
     """The step's mask: None (every score), False (none), or a boolean ``n x n_j`` array."""
-    if not causal:
-        return None
-    keep = krows[None, :] <= qrows[:, None]
-    if keep.all():
-        return None
-    return keep if keep.any() else False
+    keep = _rect_mask(qrows, krows, causal)
+    return keep if keep is None or keep.any() else False
 
 
 class _Step:
