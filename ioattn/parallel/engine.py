@@ -15,11 +15,12 @@ Two ways to start it:
   ``usp``): one run on random inputs; rank 0 prints the counted words beside the
   closed form. The same command runs across machines with MPICH's ``mpiexec -n P -hosts a,b``.
 
-With ``--M`` (``M=`` of :func:`ioattn.parallel.run`), each rank of ``ring``, ``striped``,
-``zigzag``, ``all_gather``, ``usp`` and ``usp_zigzag`` attends through a
-:class:`~ioattn.parallel.two_level.Processor`, its own cache of ``M`` entries over its memory,
-and reports the entries between them beside its words (USP's after its first all-to-all, on the
-group's rows of its heads).
+With ``--M`` (``M=`` of :func:`ioattn.parallel.run`), each rank attends through its own cache of
+``M`` entries over its memory (:mod:`~ioattn.parallel.two_level`) and reports the entries
+between them beside its words: a :class:`~ioattn.parallel.two_level.Processor` for the rings,
+the all-gather, all-to-all and USP (those two after their first all-to-all, on the rows of their
+heads), a :class:`~ioattn.parallel.two_level.GridProcessor` for ``grid`` and ``usp_grid``, which
+also merges the partial outputs through the cache.
 Head groups x grid (:func:`usp_grid`) runs :func:`grid` on the ranks that share the heads.
 
 The backward passes, one for every algorithm: :func:`ring_backward` (ring, striped and zigzag),
@@ -53,7 +54,7 @@ from .costs import LAYOUT, check, cost
 from .counted import Counted
 from .layout import group_rows, offsets, rows
 from .reference import attention, attention_backward
-from .two_level import Processor, check_M, key_steps
+from .two_level import GridProcessor, Processor, check_M, key_steps
 
 __all__ = ["ERROR", "all_gather", "all_gather_backward", "all_to_all", "grid", "grid_backward",
            "main", "ring", "ring_backward", "run_job", "usp", "usp_backward", "usp_grid",
@@ -201,9 +202,11 @@ def _gradient_ring(cc: Counted, blk, sizes, r: int, ranks, fold, tag: int = 0):
     return blk[2:]
 
 
-def all_to_all(cc: Counted, QKV, N: int, rows_of, causal: bool, scale: float):
+def all_to_all(cc: Counted, QKV, N: int, rows_of, causal: bool, scale: float, M=None):
     """Head parallelism: ``QKV`` is this rank's ``H x 3 x n_p x d`` share; an all-to-all brings
-    all rows of its heads, it attends locally, a second all-to-all returns the rows of ``O``."""
+    all rows of its heads, it attends locally, a second all-to-all returns the rows of ``O``.
+    Returns ``O_p`` and, with ``M``, the :class:`~ioattn.parallel.two_level.Processor` through
+    whose cache of ``M`` entries it attended its heads' ``N`` rows in one step (else None)."""
     p, P = cc.rank, cc.size
     H, _, n, d = QKV.shape
     ho = offsets(H, P)
@@ -219,8 +222,17 @@ def all_to_all(cc: Counted, QKV, N: int, rows_of, causal: bool, scale: float):
         out[q] = cc.hold(f"O {q}", np.zeros((h, len(rows_of[q]), d)))
     m = cc.hold("m", np.full((h, N), -np.inf))
     l = cc.hold("l", np.zeros((h, N)))
+    local = None
+    if M is not None:       # all N rows of its heads (the held words again), in one cache
+        every = np.concatenate([pieces[q] for q in range(P)], axis=2)
+        local = Processor(M, every[:, 0], np.arange(N), [np.arange(N)], causal, scale)
+        work = local.step(0, every[:, 1], every[:, 2])
+        O_all = local.output()
     for q in range(P):
         span = slice(rows_of[q][0], rows_of[q][-1] + 1)  # the contiguous layout: views
+        if local is not None:
+            out[q][...] = O_all[:, span]
+            continue
         mq, lq = m[:, span], l[:, span]
         for r in range(P):
             work += _attend(pieces[q][:, 0], pieces[r][:, 1], pieces[r][:, 2], rows_of[q],
@@ -231,15 +243,17 @@ def all_to_all(cc: Counted, QKV, N: int, rows_of, causal: bool, scale: float):
     O = cc.hold("O", np.empty((H, n, d)))
     O[mine] = out[p]
     cc.exchange([(q, out[q]) for q in peers], [(q, O[ho[q]:ho[q + 1]]) for q in peers], tag=1)
-    return O
+    return O, local
 
 
-def grid(cc: Counted, Q, KV, rows_of, shape, causal: bool, scale: float, ranks=None):
+def grid(cc: Counted, Q, KV, rows_of, shape, causal: bool, scale: float, ranks=None, M=None):
     """The two-dimensional scheme on a ``P_r x P_c`` grid, rank ``p = a P_c + b``: gather the
     query block along grid row ``a`` and the key block along grid column ``b``, attend, then a
     reduce-scatter along the row merges the partial ``(O, L)`` by log-sum-exp. ``ranks``, when
     given, are the MPI ranks of the grid's places (the grids of ``"usp_grid"``); ``rows_of``
-    the rows of each place."""
+    the rows of each place. Returns ``O_p`` and, with ``M``, the
+    :class:`~ioattn.parallel.two_level.GridProcessor` through whose cache of ``M`` entries the
+    blocks were attended and the partials merged (else None)."""
     at = list(range(cc.size)) if ranks is None else list(ranks)
     p = at.index(cc.rank)
     P_r, P_c = shape
@@ -263,7 +277,22 @@ def grid(cc: Counted, Q, KV, rows_of, shape, causal: bool, scale: float, ranks=N
         parts[q] = cc.hold(f"part {q}", np.zeros((H, len(rows_of[q]), d + 1)))
     stats = {q: (cc.hold(f"m {q}", np.full((H, len(rows_of[q])), -np.inf)),
                  cc.hold(f"l {q}", np.zeros((H, len(rows_of[q]))))) for q in row}
+    local = None
+    if M is not None:       # the gathered blocks (the held words again), in one cache
+        off = np.cumsum([0] + [len(rows_of[q]) for q in row])
+        local = GridProcessor(M, np.concatenate([Qs[q] for q in row], axis=1),
+                              *np.concatenate([KVs[k] for k in col], axis=2),
+                              np.concatenate([rows_of[q] for q in row]),
+                              np.concatenate([rows_of[k] for k in col]),
+                              slice(off[b], off[b + 1]), P_c, causal, scale)
+        work = local.attend()
+        part = local.partial() if P_c > 1 else None
     for q in row:
+        if local is not None:
+            if part is not None:
+                parts[q][...] = part[:, off[q - row[0]]:off[q - row[0] + 1]]
+            cc.drop(f"m {q}", f"l {q}")
+            continue
         O_q = parts[q][..., :d]
         for k in col:
             work += _attend(Qs[q], KVs[k][0], KVs[k][1], rows_of[q], rows_of[k], causal, scale,
@@ -279,12 +308,16 @@ def grid(cc: Counted, Q, KV, rows_of, shape, causal: bool, scale: float, ranks=N
             got[q] = cc.hold(f"from {q}", np.empty((H, n, d + 1)))
     cc.exchange([(at[q], parts[q]) for q in row if q != p],
                 [(at[q], got[q]) for q in row if q != p], tag=3)
-    L = np.logaddexp.reduce(np.stack([got[q][..., d] for q in row]), axis=0)
     O = cc.hold("O", np.zeros((H, n, d)))
+    if local is not None:
+        local.merge([None if q == p else got[q] for q in row])
+        O[...] = local.output()
+        return O, local
+    L = np.logaddexp.reduce(np.stack([got[q][..., d] for q in row]), axis=0)
     with np.errstate(invalid="ignore"):
         for q in row:
             O += np.nan_to_num(np.exp(got[q][..., d] - L))[..., None] * got[q][..., :d]
-    return O
+    return O, None
 
 
 def all_gather(cc: Counted, Q, KV, rows_of, causal: bool, scale: float, local=None):
@@ -482,12 +515,14 @@ def usp_backward(cc: Counted, X, N: int, rows_of, shape, causal: bool, scale: fl
     return out[:, 0], out[:, 1], out[:, 2]
 
 
-def usp_grid(cc: Counted, QKV, N: int, rows_of, shape, causal: bool, scale: float):
+def usp_grid(cc: Counted, QKV, N: int, rows_of, shape, causal: bool, scale: float, M=None):
     """Head groups x grid on ``P_u x P_a x P_b`` ranks, ``p = r P_u + u`` (``r = a P_b + b``),
     contiguous rows: the all-to-all of USP within group ``r`` gives rank ``p`` the group's rows
     of its heads; the ``P_r = P_a P_b`` ranks with the same ``u`` run :func:`grid` on their
     heads, the groups' rows in the places of a ``P_a x P_b`` grid; a second all-to-all returns
-    the rows of ``O``. ``QKV`` is this rank's ``H x 3 x n_p x d`` share."""
+    the rows of ``O``. ``QKV`` is this rank's ``H x 3 x n_p x d`` share. Returns ``O_p`` and,
+    with ``M``, the :class:`~ioattn.parallel.two_level.GridProcessor` of its grid (else None).
+    """
     p = cc.rank
     P_u, P_a, P_b = shape
     P_r = P_a * P_b
@@ -501,8 +536,8 @@ def usp_grid(cc: Counted, QKV, N: int, rows_of, shape, causal: bool, scale: floa
         Q_r[:, views[q]] = pieces[q][:, 0]
         KV_r[:, :, views[q]] = pieces[q][:, 1:3].transpose(1, 0, 2, 3)
     cc.drop(*(f"in {q}" for q in peers))
-    O_r = grid(cc, Q_r, KV_r, block_rows, (P_a, P_b), causal, scale,
-               ranks=[g * P_u + u for g in range(P_r)])
+    O_r, local = grid(cc, Q_r, KV_r, block_rows, (P_a, P_b), causal, scale,
+                      ranks=[g * P_u + u for g in range(P_r)], M=M)
     a = r // P_b
     row = [a * P_b + c for c in range(P_b)]
     cc.drop("Q_r", "K_r, V_r", *(f"part {q}" for q in row),
@@ -513,7 +548,7 @@ def usp_grid(cc: Counted, QKV, N: int, rows_of, shape, causal: bool, scale: floa
     O[ho[u]:ho[u + 1]] = out[p]
     cc.exchange([(q, out[q]) for q in peers],
                 [(q, O[ho[q % P_u]:ho[q % P_u + 1]]) for q in peers], tag=4)
-    return O
+    return O, local
 
 
 def grid_backward(cc: Counted, X, KV, rows_of, shape, causal: bool, scale: float, ranks=None):
@@ -650,8 +685,8 @@ def run_job(job: dict, comm) -> dict | None:
     cc = Counted(comm)
     M = job.get("M")
     local = None
-    if M is not None and name in ("usp", "usp_zigzag"):
-        M = check_M(name, d, M, backward)              # the Processor is made after the all-to-all
+    if M is not None and name in ("usp", "usp_zigzag", "all_to_all", "grid", "usp_grid"):
+        M = check_M(name, d, M, backward)      # the processor is made after the first exchange
     elif M is not None:
         M = check_M(name, d, M, backward)
         _, ksteps = key_steps(name, N, P)
@@ -692,9 +727,11 @@ def run_job(job: dict, comm) -> dict | None:
             np.stack([full["Q"], full["K"], full["V"]], axis=1)[:, :, mine]))
         comm.Barrier()
         if name == "all_to_all":
-            out = (all_to_all(cc, QKV, N, rows_of, causal, scale),)
+            O, local = all_to_all(cc, QKV, N, rows_of, causal, scale, M)
+            out = (O,)
         elif name == "usp_grid":
-            out = (usp_grid(cc, QKV, N, rows_of, shape, causal, scale),)
+            O, local = usp_grid(cc, QKV, N, rows_of, shape, causal, scale, M)
+            out = (O,)
         else:
             O, local = usp(cc, QKV, N, rows_of, shape, causal, scale, M)
             out = (O,)
@@ -709,7 +746,8 @@ def run_job(job: dict, comm) -> dict | None:
                 cc, Q, KV, O, dO, L, rows_of, causal, scale)
         elif name == "grid":
             comm.Barrier()
-            out = (grid(cc, Q, KV, rows_of, shape, causal, scale),)
+            O, local = grid(cc, Q, KV, rows_of, shape, causal, scale, M=M)
+            out = (O,)
         elif name == "all_gather":
             comm.Barrier()
             out = all_gather(cc, Q, KV, rows_of, causal, scale, local)[:1]
@@ -776,8 +814,7 @@ def _cli(argv, comm) -> None:
     p.add_argument("--grid", help="P_r x P_c for grid, P_u x P_r for usp and usp_zigzag, "
                    "P_u x P_a x P_b (or P_u x P_r) for usp_grid, e.g. 2x4")
     p.add_argument("--M", type=int, help="a cache of M entries in every process: also count "
-                   "the entries between its memory and its cache (ring, striped, zigzag, "
-                   "all_gather, usp, usp_zigzag)")
+                   "the entries between its memory and its cache (forward)")
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
     grid_ = tuple(int(x) for x in a.grid.lower().split("x")) if a.grid else None

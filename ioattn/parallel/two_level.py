@@ -42,9 +42,36 @@ for its ``h_u`` heads to the group blocks its ring brings, ``N_j`` rows at each 
 steps, so the formulas hold with ``n_p -> N_r``, ``n_j -> N_j`` and ``H -> h_u``; the
 all-to-alls move words between processors, not entries through the cache.
 
-:func:`cache_io` gives these counts; :class:`Processor` is what an MPI rank runs
-(:mod:`ioattn.parallel.engine`), through its own :class:`~ioattn.memory.TwoLevelMemory`, and the
-tests check the two equal on 2 and 4 ranks.
+Head parallelism [ULYSSES]_ (``"all_to_all"``) is one step too: after its all-to-all processor
+``p`` holds all ``N`` rows of its ``h_p`` heads and runs FlashAttention once per head, so
+``reads_p, writes_p = h_p io_cost("flash", N, d, M, mask=...)`` (the causal mask or none).
+
+The grid (``"grid"``, ``P_r x P_c``, ``p = a P_c + b``; :mod:`ioattn.parallel.costs`) is one
+step and a merge (:func:`grid_runs`). Processor ``(a, b)`` attends its gathered query block
+(``N_a`` rows) to its gathered key block (``N^b`` rows) in one FlashAttention-2 run per head,
+under the causal mask of the global rows, and with ``P_c > 1`` saves the row log-sum-exp ``L``
+beside the normalised ``O`` (``save_lse=True``: ``N_a`` writes more; a row with nothing to attend
+to gets ``O = 0`` and ``L = +inf``, as in :mod:`ioattn.masks`, and weight 0 in the merge). The
+reduce-scatter brings it the other ``P_c - 1`` partials ``(O, L)`` of its ``n_p`` rows, and the
+merge (:func:`merge`, its cost :func:`merge_io`) streams those rows through the cache: for each
+block of rows it reads the ``d + 1`` entries of every partial, one partial after the other, folds
+each into a running ``(O, L)`` by log-sum-exp, and writes the ``d`` entries of ``O``. Holding the
+running ``O, L``, one partial's ``O, L`` and a scratch ``L`` takes ``2d + 3`` entries a row
+(:func:`merge_M`), below FlashAttention's ``4d + 4``, so every cache that runs FlashAttention runs
+the merge. With ``io`` = ``io_cost("flash", N_a, d, M, N_k=N^b, mask=..., save_lse=True)``::
+
+    reads_p  = H [ reads(io)  + (d + 1) P_c n_p ],
+    writes_p = H [ writes(io) + d n_p ],
+
+and at ``P_c = 1`` (nothing to merge: the run's ``O`` is the output, no ``L`` written) ``H`` times
+``io_cost("flash", n_p, d, M, N_k=N, mask=...)``, all-gather's count on contiguous rows. Head
+groups x grid (``"usp_grid"``, ``P_u x P_a x P_b``) runs the grid, after its first all-to-all, on
+the ``h_u`` heads of part ``u`` with the groups' rows in its places: the formulas hold with
+``n_p -> N_r``, ``N_a, N^b`` the groups' blocks, ``P_c -> P_b`` and ``H -> h_u``.
+
+:func:`cache_io` gives these counts; :class:`Processor` and :class:`GridProcessor` are what an
+MPI rank runs (:mod:`ioattn.parallel.engine`), through its own
+:class:`~ioattn.memory.TwoLevelMemory`, and the tests check the two equal on 2 and 4 ranks.
 
 References
 ----------
@@ -54,6 +81,8 @@ References
    section 3.3.2.
 .. [USP] J. Fang, S. Zhao, "USP: a unified sequence parallelism approach for long context
    generative AI", arXiv:2405.07719 (2024).
+.. [ULYSSES] S. A. Jacobs et al., "DeepSpeed Ulysses: system optimizations for enabling training
+   of extreme long sequence transformer models", arXiv:2309.14509 (2023).
 """
 
 from __future__ import annotations
@@ -61,15 +90,20 @@ from __future__ import annotations
 import numpy as np
 
 from .._validate import as_count
+from ..algorithms import get
 from ..algorithms.base import divide_rows
 from ..api import io_cost, plan
 from ..memory import TwoLevelMemory
 from .layout import group_rows, offsets, rows, usp_shape
 
-__all__ = ["TWO_LEVEL", "Processor", "cache_io", "check_M", "key_steps", "local_runs", "min_M"]
+__all__ = ["GRIDS", "TWO_LEVEL", "GridProcessor", "Processor", "cache_io", "check_M",
+           "grid_runs", "key_steps", "local_runs", "merge", "merge_M", "merge_io", "min_M"]
 
 #: The algorithms whose processors run FlashAttention through a cache here (forward).
-TWO_LEVEL = ("ring", "striped", "zigzag", "all_gather", "usp", "usp_zigzag")
+TWO_LEVEL = ("ring", "striped", "zigzag", "all_gather", "usp", "usp_zigzag", "all_to_all",
+             "grid", "usp_grid")
+#: Those that end with the grid's merge of partial outputs (:func:`grid_runs`).
+GRIDS = ("grid", "usp_grid")
 _LAYOUT = {"ring": "contiguous", "striped": "striped", "zigzag": "zigzag",
            "all_gather": "zigzag", "usp": "contiguous", "usp_zigzag": "zigzag"}
 
@@ -79,15 +113,24 @@ def min_M(d: int) -> int:
     return 4 * as_count(d, "d") + 4
 
 
+def merge_M(d: int) -> int:
+    """The smallest cache the grid's merge runs in: ``2d + 3`` (one row of the running ``O, L``,
+    of one partial's ``O, L`` and a scratch ``L``), less than :func:`min_M`."""
+    return 2 * as_count(d, "d") + 3
+
+
 def check_M(name: str, d: int, M, backward: bool = False) -> int:
-    """``M`` checked for a two-level run of ``name``: clear errors naming the problem."""
+    """``M`` checked for a two-level run of ``name``: clear errors naming the problem. The least
+    ``M`` is FlashAttention's :func:`min_M`; for the grids it also covers the merge
+    (:func:`merge_M` is smaller)."""
     if name not in TWO_LEVEL:
         raise ValueError(f"M= (the cache of each processor) is counted for "
                          f"{', '.join(TWO_LEVEL)} only, not for {name!r}")
     if backward:
         raise ValueError("M= counts the forward pass only; drop backward=True")
     M = as_count(M, "M")
-    if M < min_M(d):
+    need = max(min_M(d), merge_M(d)) if name in GRIDS else min_M(d)
+    if M < need:
         raise ValueError(f"FlashAttention needs a cache of at least 4d + 4 = {min_M(d)} "
                          f"entries at d = {d}; got M = {M}")
     return M
@@ -107,7 +150,8 @@ def key_steps(name: str, N: int, P: int) -> tuple[list[np.ndarray], list[list[np
 def local_runs(name: str, N: int, P: int, heads: int = 1, grid=None) -> list[tuple]:
     """What each processor's FlashAttention runs on: for every ``p``, the heads ``(h0, h1)`` it
     computes, its query rows and the key rows of each step. The ring, striped, zigzag and
-    all-gather schemes run all ``H`` heads of their own rows (:func:`key_steps`); USP
+    all-gather schemes run all ``H`` heads of their own rows (:func:`key_steps`); all-to-all
+    the ``h_p`` heads of :func:`~.layout.offsets` ``(H, P)`` on all ``N`` rows, in one step; USP
     (``grid = (P_u, P_r)``, default :func:`~.layout.usp_shape`) runs, after its all-to-all, the
     ``h_u`` heads of part ``u`` on the ``N_r`` rows of group ``r`` (``p = r P_u + u``) against
     the group blocks its ring brings, ``j_s = (r - s) mod P_r``.
@@ -116,6 +160,11 @@ def local_runs(name: str, N: int, P: int, heads: int = 1, grid=None) -> list[tup
     ...                                                                      (2, 2))][:2]
     [((0, 1), [0, 1], [[0, 1], [2, 3]]), ((1, 2), [0, 1], [[0, 1], [2, 3]])]
     """
+    if name == "all_to_all":
+        if heads < P:
+            raise ValueError(f"all_to_all needs heads >= P; got heads = {heads}, P = {P}")
+        ho, every = offsets(heads, P), np.arange(N)
+        return [((int(ho[p]), int(ho[p + 1])), every, [every]) for p in range(P)]
     if name not in ("usp", "usp_zigzag"):
         rows_of, ksteps = key_steps(name, N, P)
         return [((0, heads), rows_of[p], ksteps[p]) for p in range(P)]
@@ -130,14 +179,107 @@ def local_runs(name: str, N: int, P: int, heads: int = 1, grid=None) -> list[tup
              [blocks[(p // P_u - s) % P_r] for s in range(P_r)]) for p in range(P)]
 
 
-def _mask(qrows, krows, causal: bool):
-    """The step's mask: None (every score), False (none), or a boolean ``n x n_j`` array."""
+def grid_runs(name: str, N: int, d: int, P: int, heads: int = 1, grid=None) -> list[tuple]:
+    """What each processor of the grid runs on (module docstring): for every ``p``, the heads
+    ``(h0, h1)`` it computes, the rows of its query block and of its key block, the slice of its
+    own rows in the query block (those it merges) and ``P_c``, the partials merged.
+
+    ``"grid"``: ``grid = (P_r, P_c)`` (default :func:`~.layout.grid_shape` ``(P, d)``), ``p = a
+    P_c + b``, contiguous rows, all ``H`` heads. ``"usp_grid"``: ``grid = (P_u, P_a, P_b)`` or
+    ``(P_u, P_r)`` (:func:`ioattn.parallel.costs.cost`), ``p = r P_u + u``, ``r = a P_b + b``:
+    the ``h_u`` heads of part ``u`` on the places' blocks of group rows, ``P_c = P_b``.
+
+    >>> [(h, q.tolist(), k.tolist(), own, c) for h, q, k, own, c in
+    ...  grid_runs("grid", 4, 2, 4, grid=(2, 2))][1]
+    ((0, 1), [0, 1], [1, 3], slice(1, 2, None), 2)
+    """
+    from .costs import check                  # the shapes, checked once (costs imports this)
+
+    if name not in GRIDS:
+        raise ValueError(f"grid_runs is for {', '.join(GRIDS)}, not {name!r}")
+    N, d, P, heads, shape = check(name, N, d, P, heads, False, grid)
+    P_u, P_a, P_b = (1, *shape) if name == "grid" else shape
+    rows_of = rows(N, P)
+    blocks = [np.concatenate(rows_of[g * P_u:(g + 1) * P_u]) for g in range(P_a * P_b)]
+    ho = offsets(heads, P_u)
+    runs = []
+    for p in range(P):
+        r, u = divmod(p, P_u)
+        a, b = divmod(r, P_b)
+        at = sum(len(blocks[a * P_b + c]) for c in range(b))
+        runs.append(((int(ho[u]), int(ho[u + 1])),
+                     np.concatenate([blocks[a * P_b + c] for c in range(P_b)]),
+                     np.concatenate([blocks[g * P_b + b] for g in range(P_a)]),
+                     slice(at, at + len(blocks[r])), P_b))
+    return runs
+
+
+def _rect_mask(qrows, krows, causal: bool):
+    """The causal mask of one FlashAttention run by the global rows: None when it keeps every
+    score, else the boolean ``len(qrows) x len(krows)`` array (all False when it keeps none)."""
     if not causal:
         return None
     keep = krows[None, :] <= qrows[:, None]
-    if keep.all():
-        return None
-    return keep if keep.any() else False
+    return None if keep.all() else keep
+
+
+def merge_io(n: int, d: int, parts: int) -> tuple[int, int]:
+    """The entries :func:`merge` moves for ``n`` rows of ``parts`` partials: it reads the
+    ``d + 1`` entries of every partial's row and writes the ``d`` of the output's.
+
+    >>> merge_io(4, 2, 3)
+    (36, 8)
+    """
+    n, d, parts = as_count(n, "n"), as_count(d, "d"), as_count(parts, "parts")
+    return parts * (d + 1) * n, d * n
+
+
+def merge(mem: TwoLevelMemory, partials, out) -> None:
+    """Merge partial outputs by log-sum-exp through the cache of ``mem``: ``out`` (an ``n x d``
+    slow array) gets ``sum_q exp(L_q - L) O_q`` with ``L = log sum_q exp(L_q)``, row by row.
+
+    ``partials`` are triples ``(O_q, L_q, i_q)`` of slow arrays, the partial's rows starting at
+    row ``i_q`` of ``O_q`` (normalised, ``d`` wide) and of ``L_q`` (a row with nothing to attend
+    to has ``L_q = +inf``, as FlashAttention saves it, and weight 0 here). Blocks of ``B = min(n,
+    floor(M / (2d + 3)))`` rows stream through the cache: the running ``O, L``, one partial's
+    ``O_q, L_q`` and a scratch ``L`` (:func:`merge_M`); each partial is read once and ``out``
+    written once (:func:`merge_io`).
+    """
+    n, d = out.shape
+    if mem.M < merge_M(d):
+        raise ValueError(f"the merge streams rows of O and L through the cache, so it needs "
+                         f"M >= 2d + 3 = {merge_M(d)} entries at d = {d}; got M = {mem.M}")
+    B = min(n, mem.M // (2 * d + 3))
+    for i0 in range(0, n, B):
+        b = min(B, n - i0)
+        O_acc = L_acc = L_new = None
+        for O_q, L_q, at in partials:
+            tile = slice(at + i0, at + i0 + b)
+            l_q = mem.read(L_q, tile)
+            o_q = mem.read(O_q, tile)
+            l_q[l_q == np.inf] = -np.inf            # nothing to attend to: weight 0
+            if O_acc is None:
+                O_acc, L_acc = o_q, l_q
+                L_new = mem.allocate(b, "L_new", fill=None)
+                continue
+            np.logaddexp(L_acc, l_q, out=L_new)
+            live = np.isfinite(L_new)               # rows with no key yet stay 0, no NaN
+            for w in (L_acc, l_q):                  # the weights exp(L_q - L_new), in place
+                np.subtract(w, L_new, out=w, where=live)
+                np.exp(w, out=w)
+            O_acc *= L_acc[:, None]
+            o_q *= l_q[:, None]
+            O_acc += o_q
+            L_acc, L_new = L_new, L_acc
+            mem.free(o_q, l_q)
+        mem.write(out, O_acc, slice(i0, i0 + b))
+        mem.free(O_acc, L_acc, L_new)
+
+
+def _mask(qrows, krows, causal: bool):
+    """The step's mask: None (every score), False (none), or a boolean ``n x n_j`` array."""
+    keep = _rect_mask(qrows, krows, causal)
+    return keep if keep is None or keep.any() else False
 
 
 class _Step:
@@ -185,10 +327,22 @@ def cache_io(name: str, N: int, d: int, P: int, M: int, *, heads: int = 1,
     >>> r, w = cache_io("ring", 64, 4, 2, 64)
     >>> r[0] == 2 * io_cost("flash", 32, 4, 64, N_k=32).reads + (4 + 2) * 32
     True
+    >>> r, w = cache_io("grid", 64, 4, 4, 64, grid=(2, 2))   # 32 x 32 runs, merges of 16 rows
+    >>> io = io_cost("flash", 32, 4, 64, N_k=32, save_lse=True)
+    >>> (r[0], w[0]) == (io.reads + 2 * 5 * 16, io.writes + 4 * 16)
+    True
     """
     N, d, P, H = as_count(N, "N"), as_count(d, "d"), as_count(P, "P"), as_count(heads, "heads")
     M = check_M(name, d, M)
     reads, writes = [], []
+    if name in GRIDS:
+        for (h0, h1), qrows, krows, own, parts in grid_runs(name, N, d, P, H, grid):
+            io = io_cost("flash", len(qrows), d, M, N_k=len(krows),
+                         mask=_rect_mask(qrows, krows, causal), save_lse=parts > 1)
+            mr, mw = merge_io(own.stop - own.start, d, parts) if parts > 1 else (0, 0)
+            reads.append((h1 - h0) * (io.reads + mr))
+            writes.append((h1 - h0) * (io.writes + mw))
+        return reads, writes
     for (h0, h1), qrows, ksteps in local_runs(name, N, P, H, grid):
         n, h = len(qrows), h1 - h0
         steps, B_r, T_r, first, last = _schedule(n, d, M, qrows, ksteps, causal)
@@ -310,6 +464,83 @@ class Processor:
     def output(self) -> np.ndarray:
         """``O_p`` (``H x n_p x d``), copied out of the slow memory (not a transfer)."""
         return np.stack([self.mem.fetch(O) for O in self.O])
+
+    @property
+    def reads(self) -> int:
+        return self.mem.reads
+
+    @property
+    def writes(self) -> int:
+        return self.mem.writes
+
+
+class GridProcessor:
+    """One processor of the grid through its own cache of ``M`` entries (module docstring).
+
+    Its query block ``Q`` (``H x N_a x d``, rows ``qrows``) and key block ``K, V`` (``H x N^b x
+    d``, rows ``krows``), gathered by the network, are placed in the slow memory of a
+    :class:`~ioattn.memory.TwoLevelMemory`; :meth:`attend` runs FlashAttention-2
+    (:mod:`ioattn.algorithms.flash`) once per head, saving ``L`` when ``parts = P_c > 1``;
+    :meth:`partial` is what the reduce-scatter sends, :meth:`merge` folds the partials of its
+    own rows ``own`` (a slice of the query block) and :meth:`output` returns ``O_p``.
+    """
+
+    def __init__(self, M: int, Q: np.ndarray, K: np.ndarray, V: np.ndarray, qrows, krows,
+                 own: slice, parts: int, causal: bool, scale: float):
+        H, n, d = Q.shape
+        self.mem = mem = TwoLevelMemory(M, owner="flash")
+        self.H, self.d, self.own, self.parts, self.scale = H, d, own, parts, scale
+        mask = _rect_mask(qrows, krows, causal)
+        self.plan = plan("flash", n, d, M, N_k=len(krows), mask=mask, save_lse=parts > 1)
+        self.work = H * (n * len(krows) if mask is None else int(np.count_nonzero(mask)))
+        self.Q = [mem.load(f"Q {h}", Q[h]) for h in range(H)]
+        self.K = [mem.load(f"K {h}", K[h]) for h in range(H)]
+        self.V = [mem.load(f"V {h}", V[h]) for h in range(H)]
+        self.O = [mem.allocate_slow(f"O {h}", (n, d)) for h in range(H)]
+        self.L = [mem.allocate_slow(f"L {h}", n) if parts > 1 else None for h in range(H)]
+        self.out = None
+
+    def attend(self) -> int:
+        """One FlashAttention-2 run per head; returns the score entries the mask keeps."""
+        flash = get("flash")
+        for h in range(self.H):
+            flash.simulate(self.mem, self.Q[h], self.K[h], self.V[h], self.O[h], self.plan,
+                           self.scale, L=self.L[h])
+        return self.work
+
+    def partial(self) -> np.ndarray:
+        """The partial ``(O, L)`` of the query block, ``H x N_a x (d + 1)`` with ``L`` in column
+        ``d``, copied out of the slow memory (not a transfer: the network sends it from there)."""
+        O = np.stack([self.mem.fetch(O) for O in self.O])
+        return np.concatenate([O, np.stack([self.mem.fetch(L) for L in self.L])[..., None]],
+                              axis=2)
+
+    def merge(self, received) -> None:
+        """Merge the ``P_c`` partials of its own rows (:func:`merge`): ``received`` lists, in
+        the order of the grid row, each other processor's ``H x n_p x (d + 1)`` partial of them
+        (placed in the memory by the network, not a transfer), and None in its own place."""
+        if len(received) != self.parts or sum(x is None for x in received) != 1:
+            raise ValueError(f"merge takes the {self.parts} partials of the grid row, None in "
+                             f"this processor's own place")
+        if self.parts == 1:
+            return                                   # nothing to merge: O is the output
+        mem, d, n = self.mem, self.d, self.own.stop - self.own.start
+        self.out = [mem.allocate_slow(f"O_p {h}", (n, d)) for h in range(self.H)]
+        for h in range(self.H):
+            parts = []
+            for c, x in enumerate(received):
+                if x is None:
+                    parts.append((self.O[h], self.L[h], self.own.start))
+                else:
+                    parts.append((mem.load(f"O from {c} {h}", x[h, :, :d]),
+                                  mem.load(f"L from {c} {h}", x[h, :, d]), 0))
+            merge(mem, parts, self.out[h])
+
+    def output(self) -> np.ndarray:
+        """``O_p`` (``H x n_p x d``), copied out of the slow memory (not a transfer)."""
+        if self.parts > 1 and self.out is None:
+            raise ValueError("the partials are not merged yet: call merge first")
+        return np.stack([self.mem.fetch(O) for O in (self.O if self.parts == 1 else self.out)])
 
     @property
     def reads(self) -> int:

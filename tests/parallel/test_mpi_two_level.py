@@ -1,4 +1,5 @@
-"""Both levels counted on real MPI processes (2 and 4 ranks; USP also at every shape of 4):
+"""Both levels counted on real MPI processes (2 and 4 ranks; USP, the grid and head groups x
+grid also at the shapes of 4):
 every rank runs FlashAttention through its own cache of ``M`` entries; the words between
 processes and the entries between each process's memory and its cache both equal their closed
 forms, and the outputs the reference."""
@@ -19,9 +20,10 @@ SHAPES = [(40, 4, 1, False, 20), (40, 4, 1, True, 60), (37, 3, 2, True, 40),
 CASES = list(itertools.product(TWO_LEVEL, SHAPES))
 
 
-def _jobs():
-    return [{"id": i, "name": name, "N": N, "d": d, "heads": H, "causal": causal, "M": M,
-             "grid": None, "seed": 300 + i}
+def _jobs(P):
+    # all_to_all gives each rank whole heads: H + P of them (at least P, shared unevenly)
+    return [{"id": i, "name": name, "N": N, "d": d, "heads": H + P * (name == "all_to_all"),
+             "causal": causal, "M": M, "grid": None, "seed": 300 + i}
             for i, (name, (N, d, H, causal, M)) in enumerate(CASES)]
 
 
@@ -29,7 +31,7 @@ def _jobs():
 def results(request):
     assert parallel.available(), "mpi4py and mpiexec are installed by `make` (parallel extra)"
     P = request.param
-    return P, launch(_jobs(), P, timeout=600)
+    return P, launch(_jobs(P), P, timeout=600)
 
 
 def test_both_levels_counted_equal_the_closed_form(results):
@@ -59,19 +61,26 @@ def test_run_with_a_cache():
     assert r.cost.M == 40 and r.counted.cache_reads.sum() > 0
 
 
-#: USP at the shapes of 4 ranks (the default ones are in CASES): (name, grid, N, d, H,
-#: causal, M).
+#: USP, the grid and head groups x grid at the shapes of 4 ranks (the default ones are in
+#: CASES: the grid 2 x 2 at 4 ranks, 2 x 1 at 2): (name, grid, N, d, H, causal, M).
 USP_SHAPES = [("usp", [2, 2], 37, 3, 4, False, 40), ("usp", [2, 2], 40, 4, 2, True, 60),
               ("usp", [4, 1], 30, 4, 5, True, 600), ("usp", [1, 4], 40, 4, 1, True, 20),
               ("usp_zigzag", [2, 2], 37, 3, 2, True, 40),
-              ("usp_zigzag", [2, 2], 64, 8, 3, True, 600)]
+              ("usp_zigzag", [2, 2], 64, 8, 3, True, 600),
+              ("grid", [2, 2], 37, 3, 2, True, 16), ("grid", [1, 4], 40, 4, 1, True, 60),
+              ("grid", [4, 1], 30, 4, 2, False, 600),
+              ("usp_grid", [2, 1, 2], 37, 3, 2, True, 40),
+              ("usp_grid", [1, 2, 2], 40, 4, 3, True, 20),
+              ("usp_grid", [2, 2, 1], 30, 4, 2, False, 600)]
 
 
-def test_usp_both_levels_at_every_shape_of_four_ranks():
+def test_shaped_both_levels_at_every_shape_of_four_ranks():
     jobs = [{"id": i, "name": name, "N": N, "d": d, "heads": H, "causal": causal, "M": M,
              "grid": grid, "seed": 700 + i}
             for i, (name, grid, N, d, H, causal, M) in enumerate(USP_SHAPES)]
-    for r in launch(jobs, 4, timeout=600):
+    got = launch(jobs, 4, timeout=600)
+    assert [r["id"] for r in got] == list(range(len(USP_SHAPES)))
+    for r in got:
         counted = as_cost(r)
         closed = parallel.cost(r["name"], r["N"], r["d"], 4, heads=r["heads"],
                                causal=r["causal"], grid=tuple(r["grid"]), M=r["M"])
@@ -83,12 +92,11 @@ def test_usp_both_levels_at_every_shape_of_four_ranks():
 
 def test_run_rejects_a_cache_it_cannot_count():
     Q = np.zeros((8, 4))
-    with pytest.raises(ValueError, match="M= .* only, not for 'grid'"):
-        parallel.run("grid", Q, Q, Q, P=2, M=100)
-    with pytest.raises(ValueError, match="M= .* only, not for 'usp_grid'"):
-        parallel.run("usp_grid", Q, Q, Q, P=2, M=100)
-    with pytest.raises(ValueError, match="at least 4d \\+ 4 = 20"):
-        parallel.run("ring", Q, Q, Q, P=2, M=19)
+    with pytest.raises(ValueError, match="forward pass only"):
+        parallel.run("ring", Q, Q, Q, P=2, backward=True, dO=Q, M=100)
+    for name in ("ring", "grid", "usp_grid"):
+        with pytest.raises(ValueError, match="at least 4d \\+ 4 = 20"):
+            parallel.run(name, Q, Q, Q, P=2, M=19)
 
 
 def test_the_engine_command_takes_a_cache():
@@ -98,7 +106,8 @@ def test_the_engine_command_takes_a_cache():
     from ioattn.parallel.launch import mpiexec
 
     done = subprocess.run([mpiexec(), "-n", "2", sys.executable, "-m", "ioattn.parallel.engine",
-                           "zigzag", "--N", "21", "--d", "4", "--causal", "--M", "40"],
+                           "grid", "--N", "21", "--d", "4", "--causal", "--grid", "1x2",
+                           "--M", "40"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()

@@ -1,6 +1,7 @@
 """The two-level counts of every processor: each processor's FlashAttention, simulated through
-its own TwoLevelMemory step by step, moves exactly ``cache_io``'s entries and computes the
-reference's output (no MPI here; tests/parallel/test_mpi_two_level.py runs it on MPI)."""
+its own TwoLevelMemory step by step (the grid's: one run and the merge of its partials), moves
+exactly ``cache_io``'s entries and computes the reference's output (no MPI here;
+tests/parallel/test_mpi_two_level.py runs it on MPI)."""
 
 import itertools
 
@@ -10,14 +11,18 @@ import pytest
 import ioattn
 from ioattn import parallel
 from ioattn.parallel.reference import attention
-from ioattn.parallel.two_level import TWO_LEVEL, Processor, cache_io, local_runs
+from ioattn.memory import TwoLevelMemory
+from ioattn.parallel.two_level import (GRIDS, TWO_LEVEL, GridProcessor, Processor, cache_io,
+                                       grid_runs, local_runs, merge, merge_io, merge_M, min_M)
 
 
 def _simulate(name, N, d, P, M, H, causal, seed=0, grid=None):
-    """Every processor's local FlashAttention on its heads and rows (USP's: the group's rows of
-    its heads, after the all-to-all), each through its own TwoLevelMemory."""
+    """Every processor's local FlashAttention on its heads and rows (USP's and all-to-all's:
+    the rows of its heads, after the all-to-all), each through its own TwoLevelMemory."""
     rng = np.random.default_rng(seed)
     Q, K, V = rng.standard_normal((3, H, N, d))
+    if name in GRIDS:
+        return _simulate_grid(name, Q, K, V, P, M, causal, grid)
     O = np.full_like(Q, np.nan)
     reads, writes = [], []
     for (h0, h1), qrows, ks in local_runs(name, N, P, H, grid):
@@ -31,6 +36,25 @@ def _simulate(name, N, d, P, M, H, causal, seed=0, grid=None):
     return reads, writes, err
 
 
+def _simulate_grid(name, Q, K, V, P, M, causal, grid):
+    """The grid's processors: each attends its query block to its key block through its own
+    cache, then merges the partials of its rows that the others of its grid row computed."""
+    H, N, d = Q.shape
+    runs = grid_runs(name, N, d, P, H, grid)
+    procs = [GridProcessor(M, Q[h0:h1][:, q], K[h0:h1][:, k], V[h0:h1][:, k], q, k, own, parts,
+                           causal, 1 / np.sqrt(d)) for (h0, h1), q, k, own, parts in runs]
+    for g in procs:
+        g.attend()
+    O = np.full_like(Q, np.nan)
+    for p, ((h0, h1), q, _, own, _) in enumerate(runs):
+        row = [i for i, run in enumerate(runs) if run[0] == (h0, h1) and
+               np.array_equal(run[1], q)]                    # its grid row, in order
+        procs[p].merge([None if i == p else procs[i].partial()[:, own] for i in row])
+        O[h0:h1, q[own]] = procs[p].output()
+    err = np.abs(O - attention(Q, K, V, causal=causal, scale=1 / np.sqrt(d))[0]).max()
+    return [g.reads for g in procs], [g.writes for g in procs], err
+
+
 GRID = list(itertools.product(TWO_LEVEL, (8, 13, 24), (2, 3), (1, 2, 3, 4), (20, 40, 90, 400),
                               (1, 2), (False, True)))
 
@@ -41,6 +65,8 @@ def test_simulated_equals_closed_form_over_a_grid(name):
     for _, N, d, P, M, H, causal in (g for g in GRID if g[0] == name):
         if M < 4 * d + 4:
             continue
+        if name == "all_to_all":        # whole heads: H >= P, so more heads than the others
+            H += P
         reads, writes, err = _simulate(name, N, d, P, M, H, causal)
         assert (reads, writes) == cache_io(name, N, d, P, M, heads=H, causal=causal), \
             (N, d, P, M, H, causal)
@@ -116,11 +142,12 @@ def test_the_cost_carries_the_cache_counts():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"name": "grid"}, "only, not for 'grid'"),
-    ({"name": "usp_grid", "heads": 2}, "only, not for 'usp_grid'"),
-    ({"name": "all_to_all", "heads": 2}, "only, not for 'all_to_all'"),
     ({"M": 19}, "at least 4d \\+ 4 = 20"),
+    ({"name": "grid", "M": 19}, "at least 4d \\+ 4 = 20"),
+    ({"name": "usp_grid", "heads": 2, "M": 19}, "at least 4d \\+ 4 = 20"),
+    ({"name": "all_to_all", "heads": 2, "M": 19}, "at least 4d \\+ 4 = 20"),
     ({"backward": True}, "forward pass only"),
+    ({"name": "all_to_all", "heads": 1}, "heads >= P"),
 ])
 def test_bad_cache_arguments(kwargs, match):
     args = {"name": "ring", "M": 100, **kwargs}
@@ -132,3 +159,97 @@ def test_bad_cache_arguments(kwargs, match):
 def test_M_must_be_a_count():
     with pytest.raises(TypeError):
         parallel.cost("ring", 16, 4, 2, M=100.5)
+
+
+def test_cache_io_refuses_an_unknown_algorithm():
+    with pytest.raises(ValueError, match="only, not for 'tree'"):
+        cache_io("tree", 16, 4, 2, 100)
+    with pytest.raises(ValueError, match="grid_runs is for grid, usp_grid, not 'ring'"):
+        grid_runs("ring", 16, 4, 2)
+
+
+def test_all_to_all_is_one_flash_run_per_head():
+    # after the all-to-all, processor p runs FlashAttention on all N rows of its h_p heads
+    for N, d, P, M, H, causal in [(24, 3, 4, 40, 5, True), (13, 2, 2, 20, 3, False),
+                                  (40, 4, 3, 1000, 3, True)]:
+        reads, writes = cache_io("all_to_all", N, d, P, M, heads=H, causal=causal)
+        io = ioattn.io_cost("flash", N, d, M, mask=ioattn.masks.causal(N) if causal else None)
+        h = parallel.layout.shares(H, P).tolist()
+        assert reads == [h_p * io.reads for h_p in h] and writes == [h_p * io.writes for h_p in h]
+
+
+def test_grid_is_one_flash_run_saving_L_and_a_merge():
+    # 2 x 2, no mask: 32 x 32 blocks, each processor merges the 2 partials of its 16 rows
+    N, d, M = 64, 4, 64
+    reads, writes = cache_io("grid", N, d, 4, M, grid=(2, 2))
+    io = ioattn.io_cost("flash", 32, d, M, N_k=32, save_lse=True)
+    assert io.writes == 32 * (d + 1)            # O and L of the 32 rows
+    assert reads == [io.reads + 2 * (d + 1) * 16] * 4 and writes == [io.writes + d * 16] * 4
+    # P_c = 1: nothing to merge, no L: all-gather's one run on contiguous rows
+    reads, writes = cache_io("grid", N, d, 4, M, heads=2, causal=True, grid=(4, 1))
+    for p, o in enumerate(range(0, N, 16)):
+        keep = np.arange(N)[None, :] <= np.arange(o, o + 16)[:, None]   # by the global rows
+        io = ioattn.io_cost("flash", 16, d, M, N_k=N, mask=keep)
+        assert (reads[p], writes[p]) == (2 * io.reads, 2 * io.writes)
+
+
+def test_grid_and_usp_grid_at_every_shape_equal_the_closed_form():
+    checked = 0
+    shapes = [("grid", 4, (2, 2)), ("grid", 4, (1, 4)), ("grid", 4, (4, 1)), ("grid", 6, (2, 3)),
+              ("grid", 6, (3, 2)), ("usp_grid", 4, (2, 1, 2)), ("usp_grid", 4, (2, 2, 1)),
+              ("usp_grid", 4, (1, 2, 2)), ("usp_grid", 8, (2, 2, 2)), ("usp_grid", 6, (3, 1, 2)),
+              ("usp_grid", 4, (2, 2))]
+    for (name, P, grid), N, d, M, H, causal in itertools.product(
+            shapes, (13, 24), (2, 3), (20, 40, 400), (3, 4), (False, True)):
+        if M < 4 * d + 4 or N < P:
+            continue
+        reads, writes, err = _simulate(name, N, d, P, M, H, causal, grid=grid)
+        assert (reads, writes) == cache_io(name, N, d, P, M, heads=H, causal=causal,
+                                           grid=grid), (name, grid, N, d, M, H, causal)
+        c = parallel.cost(name, N, d, P, heads=H, causal=causal, grid=grid, M=M)
+        assert (c.cache_reads.tolist(), c.cache_writes.tolist()) == (reads, writes)
+        assert err < 1e-10
+        checked += 1
+    assert checked >= 300
+
+
+def test_usp_grid_limits_are_the_grid_and_all_to_all():
+    for N, d, M, H, causal in [(24, 3, 40, 2, True), (13, 2, 20, 3, False)]:
+        assert cache_io("usp_grid", N, d, 4, M, heads=H, causal=causal, grid=(1, 2, 2)) == \
+            cache_io("grid", N, d, 4, M, heads=H, causal=causal, grid=(2, 2))
+        assert cache_io("usp_grid", N, d, 2, M, heads=H, causal=causal, grid=(2, 1, 1)) == \
+            cache_io("all_to_all", N, d, 2, M, heads=H, causal=causal)
+
+
+def test_the_merge_streams_rows_through_the_cache():
+    # the smallest cache that runs FlashAttention runs the merge too
+    assert all(merge_M(d) < min_M(d) for d in range(1, 200))
+    rng = np.random.default_rng(5)
+    n, d, parts = 7, 3, 3
+    O = rng.standard_normal((parts, n, d))
+    L = rng.standard_normal((parts, n))
+    L[0, 2] = L[1, 2] = np.inf                  # rows with nothing to attend to: weight 0
+    w = np.exp(np.where(np.isinf(L), -np.inf, L) - np.logaddexp.reduce(
+        np.where(np.isinf(L), -np.inf, L), axis=0))
+    want = np.einsum("qn,qnd->nd", w, O)
+    for M in (merge_M(d), merge_M(d) + 1, 3 * merge_M(d), 1000):
+        mem = TwoLevelMemory(M)
+        out = mem.allocate_slow("O", (n, d))
+        merge(mem, [(mem.load(f"O {q}", O[q]), mem.load(f"L {q}", L[q]), 0)
+                    for q in range(parts)], out)
+        assert (mem.reads, mem.writes) == merge_io(n, d, parts)
+        assert mem.peak <= M and np.abs(mem.fetch(out) - want).max() < 1e-12
+    with pytest.raises(ValueError, match="needs M >= 2d \\+ 3 = 9 entries at d = 3; got M = 8"):
+        merge(TwoLevelMemory(8), [], TwoLevelMemory(8).allocate_slow("O", (n, d)))
+
+
+def test_a_grid_processor_refuses_a_wrong_merge():
+    Q = np.zeros((1, 4, 2))
+    g = GridProcessor(20, Q, Q, Q, np.arange(4), np.arange(4), slice(0, 2), 2, False, 1.0)
+    g.attend()
+    with pytest.raises(ValueError, match="not merged yet"):
+        g.output()
+    with pytest.raises(ValueError, match="the 2 partials of the grid row"):
+        g.merge([None])
+    with pytest.raises(ValueError, match="the 2 partials of the grid row"):
+        g.merge([None, None])
