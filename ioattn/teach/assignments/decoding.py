@@ -14,11 +14,11 @@ The arrays, all 2-D:
   ``h R`` to ``h R + R - 1``, ``R = g N_q``, stacked position-major
   (:func:`ioattn.inference.stack_group`): row ``h R + i g + j`` is position ``i`` of query head
   ``h g + j``;
-- ``K`` and ``V``, the page pool, ``(blocks P_s) x (H_kv d)``: pool block ``b`` is the rows ``b P_s``
-  to ``b P_s + P_s - 1``, and key/value head ``h`` its columns ``h d`` to ``h d + d - 1`` (the
-  layout of a serving system's pool, block, slot, head, dimension); page ``p`` of the sequence
-  (its keys ``p P_s`` to ``p P_s + P_s - 1``) lies in block ``table[p]``, the last page's slots
-  past ``N_k`` unused; blocks the table does not name hold other data.
+- ``K`` and ``V``, the page pool, ``(blocks P_s) x (H_kv d)``: pool block ``b`` is the rows
+  ``b P_s`` to ``b P_s + P_s - 1``, and key/value head ``h`` its columns ``h d`` to ``h d + d -
+  1`` (the layout of a serving system's pool, block, slot, head, dimension); page ``p`` of the
+  sequence (its keys ``p P_s`` to ``p P_s + P_s - 1``) lies in block ``table[p]``, the last
+  page's slots past ``N_k`` unused; blocks the table does not name hold other data.
 
 The block table is a plain list of ints given to the program (a tile program cannot look at
 values in the machine, so it cannot read block numbers from slow memory): the program moves no
@@ -35,8 +35,11 @@ which the per-head schedule, which reads every page once per query head, moves m
 budget: grouping is what question 2 asks for.
 
 Variants: the mask; ``d`` in {4, 8}, ``H_kv`` in {1, 2}, ``g`` in {2, 3, 4}, ``N_q`` in {2, 3},
-``P_s`` in {4, 6, 8}, ``N_k`` in {45, 61, 80}, and ``M`` with room for 1 to 3 pages of the
-stacked rows' tile.
+``P_s`` in {4, 6, 8}, ``N_k`` in {45, 61, 80}, and ``M`` from :func:`least_cache` to nearly three
+pages' working sets ``(2d + R) P_s`` more (room for one to four pages beside the stacked rows).
+The block table of an instance comes from its ``SEED`` (:func:`table_of`): the student's own
+sizes are graded with their own table and hidden data, the hidden instances with seeds, and so
+tables, of their own.
 
 References
 ----------
