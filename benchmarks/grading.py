@@ -30,7 +30,7 @@ def honest_cells() -> dict[str, str]:
     from tests.teach.helpers import solution
     from tests.teach.test_crossover_pebbling import CROSSOVER_CELL, PEBBLING_CELL
 
-    cells = {name: solution(name) for name in ("matmul", "flash", "backward")}
+    cells = {name: solution(name) for name in ("matmul", "flash", "backward", "decoding")}
     cells.update(crossover=CROSSOVER_CELL, pebbling=PEBBLING_CELL)
     return cells
 

@@ -455,12 +455,13 @@ def test_what_reaches_past_the_notebook_is_flagged(code, line, says):
 
 
 def test_honest_code_and_the_handouts_are_not_flagged():
-    for name in ("matmul", "flash", "flash_fa1", "flash_helpers", "backward", "pebbling"):
+    for name in ("matmul", "flash", "flash_fa1", "flash_helpers", "backward", "decoding",
+                 "decoding_per_head", "pebbling"):
         assert flags([solution(name)]) == [], name
     for stem in ("honest_reference", "honest_helper_class", "honest_print_logging",
                  "honest_progress_log", "honest_split_cells"):
         assert flags([(CHEATS / f"{stem}.py").read_text()]) == [], stem
-    for assignment in ("matmul", "flash", "crossover", "pebbling", "backward"):
+    for assignment in ("matmul", "flash", "crossover", "pebbling", "backward", "decoding"):
         cells = jupytext.read(notebook_source(assignment)).cells
         assert flags([c.source for c in cells if c.cell_type == "code"]) == [], assignment
     # long text is not a blob: prose, and a docstring of words

@@ -44,6 +44,7 @@ HONEST = {
     "matmul": (solution("matmul"), [2, 3]),
     "flash": (solution("flash"), [2, 3]),
     "backward": (solution("backward"), [2, 3]),
+    "decoding": (solution("decoding"), [2, 3]),
     "crossover": (CROSSOVER_CELL, [3, 1, None]),
     "pebbling": (PEBBLING_CELL, None),
 }

@@ -16,7 +16,7 @@ from .helpers import notebook, solution
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
-@pytest.mark.parametrize("name", ["matmul", "flash", "backward"])
+@pytest.mark.parametrize("name", ["matmul", "flash", "backward", "decoding"])
 def test_an_honest_notebook_gets_full_marks(tmp_path, name):
     path = notebook(tmp_path / f"{name}.ipynb", name, "ada", solution(name),
                     "print('done'); open('progress.log', 'a').write('ok')")

@@ -386,7 +386,7 @@ def test_a_graded_assignment_keeps_24_bits_of_every_value_it_stores_in_a_tile():
     assert exact.tiles[0].tolist() == [[3 + 2.0 ** -40]]
 
 
-@pytest.mark.parametrize("assignment", ["matmul", "flash", "backward"])
+@pytest.mark.parametrize("assignment", ["matmul", "flash", "backward", "decoding"])
 def test_honest_programs_stay_well_within_the_tolerance_when_every_stored_value_is_rounded(
         assignment, monkeypatch):
     """The honest answers on graded machines (every stored value rounded to 24 bits), every

@@ -1,11 +1,11 @@
 """The assignments, registered by name: ``matmul``, ``flash``, ``crossover``, ``pebbling``,
-``backward`` (the order of the book's assignment pages)."""
+``backward``, ``decoding`` (the order of the book's assignment pages)."""
 
 # importing a module registers its assignment
-from . import backward, crossover, flash, matmul, pebbling  # noqa: F401
+from . import backward, crossover, decoding, flash, matmul, pebbling  # noqa: F401
 from .base import REGISTRY, Assignment, Context, Question, get
 
-ORDER = ("matmul", "flash", "crossover", "pebbling", "backward")
+ORDER = ("matmul", "flash", "crossover", "pebbling", "backward", "decoding")
 
 __all__ = ["ORDER", "REGISTRY", "Assignment", "Context", "Question", "get"]
 
