@@ -687,6 +687,24 @@ def _group_pairs(N_g, chunks, r, j, causal) -> int:
                for a in (r, last - r) for b in (j, last - j))
 
 
+def _usp_grid_places(n, P, H, causal, grid):
+    """For every processor ``p = r P_u + u`` (``r = a P_b + b``) of head groups x grid: ``p``,
+    its heads ``h_u``, its group's rows ``N_r``, the rows ``N_a`` of its query block (the
+    groups ``a P_b + c``) and ``N^b`` of its key block (the groups ``a' P_b + b``), and the
+    scores it computes."""
+    P_u, P_a, P_b = grid
+    h = [int(x) for x in shares(H, P_u)]
+    N_g = [sum(n[r * P_u: (r + 1) * P_u]) for r in range(P_a * P_b)]      # N_r
+    for p in range(P):
+        r, u = divmod(p, P_u)
+        a, b = divmod(r, P_b)
+        qs = [a * P_b + c for c in range(P_b)]
+        ks = [g * P_b + b for g in range(P_a)]
+        yield (p, h[u], N_g[r], sum(N_g[q] for q in qs), sum(N_g[k] for k in ks),
+               h[u] * sum(_contiguous_pairs(N_g[q], N_g[k], q, k, causal)
+                          for q in qs for k in ks))
+
+
 def _usp_grid(n, N, d, P, H, causal, grid, backward=False):
     """Head groups x grid (module docstring): ``grid = (P_u, P_a, P_b)``, ``p = r P_u + u``,
     ``r = a P_b + b``; the grid scheme's counts on the groups, with ``N_r`` for ``n_p`` and the
@@ -695,16 +713,8 @@ def _usp_grid(n, N, d, P, H, causal, grid, backward=False):
     if backward:
         return _usp_grid_backward(n, N, d, P, H, causal, grid)
     P_u, P_a, P_b = grid
-    h = [int(x) for x in shares(H, P_u)]
-    N_g = [sum(n[r * P_u: (r + 1) * P_u]) for r in range(P_a * P_b)]      # N_r
     sent, received, memory, work = [], [], [], []
-    for p in range(P):
-        r, u = divmod(p, P_u)
-        a, b = divmod(r, P_b)
-        hu, Nr = h[u], N_g[r]
-        qs = [a * P_b + c for c in range(P_b)]                  # the groups of query block a
-        ks = [g * P_b + b for g in range(P_a)]                  # the groups of key block b
-        N_a, N_b = sum(N_g[q] for q in qs), sum(N_g[k] for k in ks)
+    for p, hu, Nr, N_a, N_b, work_p in _usp_grid_places(n, P, H, causal, grid):
         sent.append(3 * d * n[p] * (H - hu) + d * hu * (Nr - n[p])
                     + d * hu * Nr * (P_b - 1) + 2 * d * hu * Nr * (P_a - 1)
                     + (d + 1) * hu * (N_a - Nr))
@@ -718,8 +728,7 @@ def _usp_grid(n, N, d, P, H, causal, grid, backward=False):
             3 * d * hu * Nr + max(compute, merge),          # the grid on them
             2 * d * hu * Nr,                                # O_r cut into the pieces to return
             d * hu * Nr + d * H * n[p]))                    # the rows of O arriving
-        work.append([hu * sum(_contiguous_pairs(N_g[q], N_g[k], q, k, causal)
-                              for q in qs for k in ks)])
+        work.append([work_p])
     return sent, received, [2 * (P_u - 1) + 2 * (P_b - 1) + (P_a - 1)] * P, memory, work
 
 
@@ -728,16 +737,8 @@ def _usp_grid_backward(n, N, d, P, H, causal, grid):
     D``, the grid's backward pass on the groups (``N_r`` for ``n_p``, ``h_u`` heads), the
     all-to-all of ``dQ, dK, dV``."""
     P_u, P_a, P_b = grid
-    h = [int(x) for x in shares(H, P_u)]
-    N_g = [sum(n[r * P_u: (r + 1) * P_u]) for r in range(P_a * P_b)]      # N_r
     sent, received, messages, memory, work = [], [], [], [], []
-    for p in range(P):
-        r, u = divmod(p, P_u)
-        a, b = divmod(r, P_b)
-        hu, Nr = h[u], N_g[r]
-        qs = [a * P_b + c for c in range(P_b)]                  # the groups of query block a
-        ks = [g * P_b + b for g in range(P_a)]                  # the groups of key block b
-        N_a, N_b = sum(N_g[q] for q in qs), sum(N_g[k] for k in ks)
+    for p, hu, Nr, N_a, N_b, work_p in _usp_grid_places(n, P, H, causal, grid):
         s, rv, m, held = _grid_backward_words(Nr, N_a, N_b, d, hu, P_a, P_b)
         sent.append((4 * d + 2) * n[p] * (H - hu) + s + 3 * d * hu * (Nr - n[p]))
         received.append((4 * d + 2) * hu * (Nr - n[p]) + rv + 3 * d * n[p] * (H - hu))
@@ -746,8 +747,7 @@ def _usp_grid_backward(n, N, d, P, H, causal, grid):
             (4 * d + 2) * hu * (2 * Nr - n[p]),         # the pieces, copied to the group's
             (4 * d + 2) * hu * Nr + held,               # the grid's backward on them
             3 * d * hu * Nr + 3 * d * H * n[p] + 3 * d * hu * (Nr - n[p])))   # and back
-        work.append([hu * sum(_contiguous_pairs(N_g[q], N_g[k], q, k, causal)
-                              for q in qs for k in ks)])
+        work.append([work_p])
     return sent, received, messages, memory, work
 
 

@@ -366,7 +366,22 @@ def cache_io(name: str, N: int, d: int, P: int, M: int, *, heads: int = 1,
     return reads, writes
 
 
-class Processor:
+class _Cached:
+    """What every processor of this module reports: the entries between its memory and its
+    cache, counted by its :class:`~ioattn.memory.TwoLevelMemory` ``mem``."""
+
+    mem: TwoLevelMemory
+
+    @property
+    def reads(self) -> int:
+        return self.mem.reads
+
+    @property
+    def writes(self) -> int:
+        return self.mem.writes
+
+
+class Processor(_Cached):
     """One processor's FlashAttention through its own cache of ``M`` entries.
 
     Its ``Q_p`` (``H x n_p x d``) and each step's ``K_j, V_j`` are placed in the slow memory of
@@ -465,16 +480,8 @@ class Processor:
         """``O_p`` (``H x n_p x d``), copied out of the slow memory (not a transfer)."""
         return np.stack([self.mem.fetch(O) for O in self.O])
 
-    @property
-    def reads(self) -> int:
-        return self.mem.reads
 
-    @property
-    def writes(self) -> int:
-        return self.mem.writes
-
-
-class GridProcessor:
+class GridProcessor(_Cached):
     """One processor of the grid through its own cache of ``M`` entries (module docstring).
 
     Its query block ``Q`` (``H x N_a x d``, rows ``qrows``) and key block ``K, V`` (``H x N^b x
@@ -541,11 +548,3 @@ class GridProcessor:
         if self.parts > 1 and self.out is None:
             raise ValueError("the partials are not merged yet: call merge first")
         return np.stack([self.mem.fetch(O) for O in (self.O if self.parts == 1 else self.out)])
-
-    @property
-    def reads(self) -> int:
-        return self.mem.reads
-
-    @property
-    def writes(self) -> int:
-        return self.mem.writes
