@@ -13,10 +13,11 @@ block-table entries are int32); with ``--dtype float16`` or ``bfloat16``, ``Q`` 
 take 2 bytes an entry, the partials and ``O`` staying float32. The predicted time is the larger
 of the roofline's two terms (:func:`ioattn.roofline.terms`: bytes over the HBM bandwidth,
 float32 operations over the CUDA-core peak), on each GPU of :mod:`ioattn.gpus`; a ``*`` marks a
-time set by the operations, a ``-`` a GPU whose block cannot hold the ``g N_q`` rows (a T4's
-64 KiB hold 61 at ``d = 128``): the kernel runs them there in row groups, each reading the
-cache once, so with more bytes than this row's. The plan and ``S`` are the ones an H100 (227
-KiB of shared memory per block) runs, the bytes the same on every GPU.
+time set by the operations. The plan and ``S`` are the ones an H100 (227 KiB of shared memory
+per block) runs, the bytes the same on every GPU, except where a GPU's block cannot hold the
+``g N_q`` rows (a T4's 64 KiB hold 61 at ``d = 128``): the kernel runs them there in row groups,
+each reading the cache once, and that GPU's time, marked ``†``, is predicted from its own plan's
+bytes (:func:`ioattn.gpu.flash_decoding.decode_plan` at its budget), more than the row's.
 
 A step does about ``g N_q / 2`` float32 operations per byte of a float32 cache it reads
 (``4 g N_q d`` operations per key against ``2 d`` entries of 4 bytes; ``g N_q`` in 16 bits),
@@ -87,26 +88,35 @@ def row(label, H_q, H_kv, N_q, N_k, batch, budget=EMULATED_SHARED_MEMORY, dtype=
     """One row of the table: the plan, the exact count, and the predicted microseconds per step
     on every GPU of :data:`GPUS`, with ``Q`` and the cache stored in ``dtype`` (the table
     entries, the partials and ``O`` are 4 bytes in every precision)."""
-    p = decode_plan(H_q, H_kv, N_q, N_k, D, P_s=P_S, batch=batch, budget=budget)
-    S = min(p.T, max(1, ceil_div(BLOCKS, H_kv * batch)))
+    p, S, nbytes = _planned(H_q, H_kv, N_q, N_k, batch, budget, dtype)
     cost = decoding_cost(H_q, H_kv, N_q, N_k, D, B_c=p.B_c, P_s=P_S, S=S, batch=batch)
-    t = decoding_terms(H_q, H_kv, N_q, N_k, D, B_c=p.B_c, P_s=P_S, S=S, batch=batch)
-    nbytes = (WIDTH[dtype] * (t["Q"] + t["KV"])
-              + ENTRY_BYTES * (t["table"] + t["partial writes"] + t["partial reads"] + t["O"]))
     flops = decoding_flops(H_q, N_q, N_k, D, batch=batch)
-    us, compute_bound = {}, {}
+    us, compute_bound, grouped = {}, {}, {}
     for gpu in GPUS:
-        if not fits(H_q, H_kv, N_q, budget=GPU_SPECS[gpu].shared_per_block):
-            us[gpu] = compute_bound[gpu] = None        # the rows do not fit this GPU's block
-            continue
-        memory, compute = terms(nbytes, flops, gpu=gpu, dtype="float32")
+        own = nbytes
+        grouped[gpu] = not fits(H_q, H_kv, N_q, budget=GPU_SPECS[gpu].shared_per_block)
+        if grouped[gpu]:                # row groups: this GPU's own plan, its bytes
+            own = _planned(H_q, H_kv, N_q, N_k, batch, GPU_SPECS[gpu].shared_per_block,
+                           dtype)[2]
+        memory, compute = terms(own, flops, gpu=gpu, dtype="float32")
         us[gpu] = 1e6 * max(memory, compute)
         compute_bound[gpu] = compute > memory
     tokens = batch * N_q
     return {"model": label, "H_q": H_q, "H_kv": H_kv, "N_q": N_q, "N_k": N_k, "batch": batch,
             "B_c": p.B_c, "S": S, "reads": cost.reads, "writes": cost.writes, "bytes": nbytes,
             "bytes_per_token": nbytes // tokens, "flops": flops, "us": us,
-            "compute_bound": compute_bound}
+            "compute_bound": compute_bound, "row_groups": grouped}
+
+
+def _planned(H_q, H_kv, N_q, N_k, batch, budget, dtype):
+    """The kernel's plan at ``budget`` bytes of shared memory a block (row groups where the
+    rows do not fit), its ``S`` and the bytes of its exact count."""
+    p = decode_plan(H_q, H_kv, N_q, N_k, D, P_s=P_S, batch=batch, budget=budget)
+    S = min(p.T, max(1, ceil_div(BLOCKS, H_kv * batch)))
+    t = decoding_terms(H_q, H_kv, N_q, N_k, D, B_c=p.B_c, P_s=P_S, S=S, batch=batch, B_r=p.B_r)
+    nbytes = (WIDTH[dtype] * (t["Q"] + t["KV"])
+              + ENTRY_BYTES * (t["table"] + t["partial writes"] + t["partial reads"] + t["O"]))
+    return p, S, nbytes
 
 
 def measure(r, repeats=20, dtype="float32"):  # pragma: no cover - needs a GPU
@@ -159,15 +169,16 @@ def main(argv=None) -> int:
             + " | ".join(f"{g} µs" for g in GPUS) + (" | measured µs" if args.measure else "")
             + " |")
     print(f"One attention layer, d = {D}, pages of {P_S} rows, Q and the cache in {args.dtype}; "
-          "predicted µs per step (* where the float32 operations, not the bytes, set it).")
+          "predicted µs per step (* where the float32 operations, not the bytes, set it; "
+          "† in row groups, each reading the cache once).")
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     for case in cases():
         r = row(*case, dtype=args.dtype)
         cells = [r["model"], r["N_q"], r["N_k"], r["batch"], r["B_c"], r["S"],
                  f"{r['bytes']:,}", f"{r['bytes_per_token']:,}",
-                 *("-" if r["us"][g] is None else
-                   f"{r['us'][g]:.1f}{'*' if r['compute_bound'][g] else ''}" for g in GPUS)]
+                 *(f"{r['us'][g]:.1f}{'*' if r['compute_bound'][g] else ''}"
+                   f"{'†' if r['row_groups'][g] else ''}" for g in GPUS)]
         if args.measure:
             cells.append(_measured(r, args.dtype))
         print("| " + " | ".join(str(c) for c in cells) + " |")

@@ -562,14 +562,20 @@ def test_the_benchmark_predicts_from_the_counted_bytes(capsys):
     half = bench.row("GQA 32/8", 32, 8, 1, 4096, 1, dtype="bfloat16")
     assert half["bytes"] == r["bytes"] - 2 * (t["Q"] + t["KV"])
     mqa = bench.row("MQA 32/1", 32, 1, 4, 32768, 1)     # g N_q = 128 rows: past the ridge,
-    assert mqa["us"]["T4"] is None                      # and more than a T4's block holds
     assert all(mqa["compute_bound"][g] for g in ("A100", "H100", "H200"))
+    # more than a T4's block holds: row groups there, timed from the T4 plan's own bytes
+    assert mqa["row_groups"] == {"T4": True, "A100": False, "H100": False, "H200": False}
+    t4 = bench.decode_plan(32, 1, 4, 32768, 128, P_s=16, budget=GPUS["T4"].shared_per_block)
+    assert t4.B_r < 32 * 4
+    t4_bytes = bench._planned(32, 1, 4, 32768, 1, GPUS["T4"].shared_per_block, "float32")[2]
+    assert t4_bytes > mqa["bytes"]
+    assert mqa["us"]["T4"] >= 1e6 * t4_bytes / GPUS["T4"].bandwidth * (1 - 1e-12)
     # a prefill chunk of 64 rows where g N_q fits a block: multi-head only at d = 128, past the
     # ridge, and not on a T4 (61 rows a block)
     assert ("MHA 32/32", 32, 32, 64, 4096, 1) in bench.cases()
     assert not any(c[3] == 64 and c[0] != "MHA 32/32" for c in bench.cases())
     chunk = bench.row("MHA 32/32", 32, 32, 64, 4096, 1)
-    assert chunk["us"]["T4"] is None and chunk["bytes_per_token"] == chunk["bytes"] // 64
+    assert chunk["row_groups"]["T4"] and chunk["bytes_per_token"] == chunk["bytes"] // 64
     assert all(chunk["compute_bound"][g] for g in ("A100", "H100", "H200"))
     assert bench.main(["--dtype", "float16"]) == 0 and "in float16" in capsys.readouterr().out
     assert bench.main([]) == 0
