@@ -13,7 +13,7 @@ from ._validate import as_count, as_flag, as_matrix, as_scale
 from .algorithms import BACKWARD, REGISTRY, get
 from .algorithms.base import Plan
 from .algorithms.matmul import remembered_products
-from .masks import Mask
+from .masks import Mask, mask_of
 from .memory import IOCount, Transfer, TwoLevelMemory
 
 __all__ = ["BackwardResult", "RunResult", "algorithms", "collector_paused", "io_cost", "min_M",
@@ -50,7 +50,8 @@ class RunResult:
 
 @dataclass(frozen=True)
 class BackwardResult:
-    """What :func:`run_backward` returns: ``output = (dQ, dK, dV)``, each ``(N, d)``; ``io``,
+    """What :func:`run_backward` returns: ``output = (dQ, dK, dV)``, ``dQ`` of shape ``(N, d)``
+    and ``dK``, ``dV`` of ``(N_k, d)`` (``N_k = N`` unless rectangular); ``io``,
     ``plan`` and ``trace`` as in :class:`RunResult`."""
 
     output: tuple
@@ -69,8 +70,9 @@ def plan(name: str, N: int, d: int, M: int, *, N_k: int | None = None, backward:
     """The block sizes algorithm ``name`` (its backward pass with ``backward=True``) uses for
     ``(N, d)`` under a cache of ``M`` entries.
 
-    ``N_k`` (forward only; ``N`` by default) plans rectangular attention: ``N`` query rows
-    against ``N_k`` key and value rows. Each block side is capped by its own dimension, so a
+    ``N_k`` (``N`` by default) plans rectangular attention: ``N`` query rows against ``N_k``
+    key and value rows (for the backward, the ``"flash"`` pass only; the others raise a
+    TypeError naming it). Each block side is capped by its own dimension, so a
     decoding step (``N = 1``) never plans a query block of rows that do not exist: FlashAttention
     gives that room to its ``K_j, V_j`` blocks (see :mod:`ioattn.algorithms.flash`).
     ``mask=`` and ``save_lse=`` are accepted as by :func:`run` and kept on the plan; they do
@@ -127,9 +129,10 @@ def io_cost(name: str, N: int, d: int, M: int, *, N_k: int | None = None,
     M : int
         Cache size in entries.
     N_k : int, optional
-        Key and value rows, for rectangular attention (forward only): ``N`` queries against
-        ``N_k`` keys, equal to ``run`` with ``Q`` of ``N`` rows and ``K, V`` of ``N_k``.
-        ``N`` by default (square attention).
+        Key and value rows, for rectangular attention: ``N`` queries against ``N_k`` keys,
+        equal to ``run`` with ``Q`` of ``N`` rows and ``K, V`` of ``N_k`` (with
+        ``backward=True``, to ``run_backward`` with ``Q, dO`` of ``N`` rows and ``K, V`` of
+        ``N_k``: the ``"flash"`` backward only). ``N`` by default (square attention).
     **options
         The algorithm's options (e.g. ``variant="fa1"`` for flash), and ``mask`` and
         ``save_lse`` as for :func:`run`. With a mask the closed form is a sum over the mask's
@@ -372,7 +375,7 @@ def run(name: str, Q, K, V, M: int, *, scale: float | None = None, mask=None,
         boolean ``(N, N_k)`` array, or ``M`` is below the least feasible cache (:func:`min_M`).
     """
     algo = get(name)
-    Q, K, V = _qkv(Q, K, V, rectangular=True)
+    Q, K, V = _qkv(Q, K, V)
     N, d = Q.shape
     the_plan = algo.plan(N, d, as_count(M, "M"), **_keys(K.shape[0]), mask=mask,
                          save_lse=save_lse, **options)
@@ -392,7 +395,8 @@ def saved_for_backward(Q, K, V, scale: float | None = None, *,
     """What the forward pass saves for the backward: ``O`` and the row log-sum-exp ``L``.
 
     ``L_i = log sum_j exp(scale q_i . k_j)`` over the keys ``j`` row ``i`` attends to (all of
-    them without a ``mask``), computed stably in float64 NumPy; a row that attends to none has
+    them without a ``mask``; ``Q`` of ``N`` rows, ``K, V`` of ``N_k``, the mask ``N x N_k``),
+    computed stably in float64 NumPy; a row that attends to none has
     ``O_i = 0`` and ``L_i = +inf`` (:mod:`ioattn.masks`). This is the data, not a schedule:
     nothing here is counted. To count producing ``O`` and ``L`` as well, run the forward with
     ``run(..., save_lse=True)`` and pass its ``output`` and ``lse`` to :func:`run_backward`.
@@ -400,7 +404,7 @@ def saved_for_backward(Q, K, V, scale: float | None = None, *,
     Q, K, V = _qkv(Q, K, V)
     S = as_scale(scale, Q.shape[1]) * (Q @ K.T)
     if mask is not None:
-        S[Mask.of(mask, Q.shape[0]).excluded] = -np.inf
+        S[mask_of(mask, *S.shape).excluded] = -np.inf
     m = S.max(axis=1, keepdims=True)
     empty = np.isneginf(m)
     m[empty] = 0.0
@@ -426,7 +430,10 @@ def run_backward(name: str, Q, K, V, dO, M: int, *, O=None, L=None, scale: float
     name : str
         A name from ``algorithms(backward=True)``.
     Q, K, V, dO : array_like
-        Finite floating arrays of one shape ``(N, d)``.
+        Finite floating arrays, ``Q`` and ``dO`` of shape ``(N, d)`` and ``K``, ``V`` of one
+        shape ``(N_k, d)``: square when ``N_k = N``; rectangular (``N`` queries against
+        ``N_k`` keys, the mask then ``(N, N_k)``) for the ``"flash"`` backward only, whose
+        count equals ``io_cost(name, N, d, M, N_k=N_k, backward=True)``.
     M : int
         Cache size in entries.
     O, L : array_like, optional
@@ -448,13 +455,14 @@ def run_backward(name: str, Q, K, V, dO, M: int, *, O=None, L=None, scale: float
     -------
     BackwardResult
         ``output = (dQ, dK, dV)`` and the exact counts ``io`` (equal to
-        ``io_cost(name, N, d, M, backward=True, mask=mask)``).
+        ``io_cost(name, N, d, M, N_k=N_k, backward=True, mask=mask)``).
     """
     algo = get(name, backward=True)
     Q, K, V = _qkv(Q, K, V)
     dO = _same_shape(as_matrix(dO, "dO"), "dO", Q)
     N, d = Q.shape
-    the_plan = algo.plan(N, d, as_count(M, "M"), mask=mask, **options)
+    N_k = K.shape[0]
+    the_plan = algo.plan(N, d, as_count(M, "M"), **_keys(N_k), mask=mask, **options)
     tau = as_scale(scale, d)
     if O is None or L is None:
         O_saved, L_saved = saved_for_backward(Q, K, V, tau, mask=the_plan.mask)
@@ -466,7 +474,8 @@ def run_backward(name: str, Q, K, V, dO, M: int, *, O=None, L=None, scale: float
         mem = TwoLevelMemory(the_plan.M, trace=trace, owner=f"{name} backward")
         inputs = [mem.load(n, x) for n, x in (("Q", Q), ("K", K), ("V", V), ("O", O),
                                                ("dO", dO), ("L", L))]
-        grads = [mem.allocate_slow(n, (N, d)) for n in ("dQ", "dK", "dV")]
+        grads = [mem.allocate_slow(n, (rows, d)) for n, rows in (("dQ", N), ("dK", N_k),
+                                                                   ("dV", N_k))]
         algo.simulate(mem, *inputs, *grads, the_plan, tau)
         return BackwardResult(tuple(mem.fetch(g) for g in grads), mem.io, the_plan, mem.trace)
 
@@ -497,16 +506,14 @@ def _check_lse(L, N: int, mask: Mask | None) -> np.ndarray:
 def _same_shape(x: np.ndarray, label: str, Q: np.ndarray) -> np.ndarray:
     if x.shape != Q.shape:
         raise ValueError(f"{label} has shape {x.shape} but Q has shape {Q.shape}: "
-                         "Q, K, V (and dO, O) must all be N x d")
+                         f"{label} must be N x d, as Q is")
     return x
 
 
-def _qkv(Q, K, V, rectangular: bool = False):
-    """``Q, K, V`` checked: one shape ``(N, d)``, or with ``rectangular`` ``Q`` of ``(N, d)``
-    and ``K``, ``V`` of one shape ``(N_k, d)``."""
+def _qkv(Q, K, V):
+    """``Q, K, V`` checked: ``Q`` of shape ``(N, d)`` and ``K``, ``V`` of one shape ``(N_k, d)``
+    (square attention when ``N_k = N``)."""
     Q = as_matrix(Q, "Q")
-    if not rectangular:
-        return Q, _same_shape(as_matrix(K, "K"), "K", Q), _same_shape(as_matrix(V, "V"), "V", Q)
     K, V = as_matrix(K, "K"), as_matrix(V, "V")
     if K.shape[1] != Q.shape[1]:
         raise ValueError(f"K has shape {K.shape} but Q has shape {Q.shape}: the queries and "

@@ -72,6 +72,17 @@ more reads and ``d A`` more writes than the default ``dq="store"``::
 
 the same block sizes, footprint and ``min_M``.
 
+Rectangular attention (``make_plan(..., N_k=)``): ``Q, O, dO, L, D, dQ`` have ``N`` rows and
+``K, V, dK, dV`` have ``N_k``, the mask is ``N x N_k`` (e.g. :func:`ioattn.masks.causal_chunk`),
+the same schedule runs with ``c = min(B_c, N_k)`` in the footprint, ``B_c`` is evened out to
+``ceil(N_k / ceil(N_k / B_c))`` (so it never exceeds ``N_k``) and ``B_r`` is capped at ``N``.
+With ``T_c = ceil(N_k / B_c)`` only the reads and writes of ``K, V, dK, dV`` change::
+
+    reads  = N d + 2 N_k d + T_c N (3d + 2),    writes = N + 2 N_k d + T_c N d,
+
+and under a mask ``2 N d`` becomes ``2 N_k d`` in the writes above (``dq="atomic"`` adds ``d A``
+to each as before). At ``N_k = N`` every count is the square one.
+
 ``block=(B_r, B_c)`` fixes the blocks instead (the preprocess uses ``B_r`` rows as well); the
 least ``M`` is then the unclipped footprint ``4 B_c d + 3 B_r d + 2 B_r + 2 B_r B_c``.
 
@@ -100,7 +111,7 @@ from .flash import _block
 class FlashBackwardPlan(Plan):
     """Block sizes of one FlashAttention backward run: ``B_r`` query rows, ``B_c`` key rows."""
 
-    clipped: ClassVar[dict] = {"B_r": "N", "B_c": "N"}        # see MatmulPlan.clipped
+    clipped: ClassVar[dict] = {"B_r": "N", "B_c": "N_k"}      # see MatmulPlan.clipped
 
     B_r: int
     B_c: int
@@ -111,12 +122,12 @@ class FlashBackwardPlan(Plan):
     @property
     def T_c(self) -> int:
         """Number of ``K/V`` blocks, the passes ``Q, dO, L, D, dQ`` make through the cache."""
-        return ceil_div(self.N, self.B_c)
+        return ceil_div(self.N_k, self.B_c)
 
     @property
     def footprint(self) -> int:
-        N, d = self.N, self.d
-        r, c = imin(self.B_r, N), imin(self.B_c, N)
+        d = self.d
+        r, c = imin(self.B_r, self.N), imin(self.B_c, self.N_k)
         return 4 * c * d + 3 * r * d + 2 * r + 2 * r * c
 
 
@@ -140,23 +151,27 @@ class FlashBackward(BackwardAlgorithm):
             return f"the working set of a {block[0]}x{block[1]} block"
         return "B_c = floor((M - 3d - 2)/(4d + 2)) must be at least 1"
 
-    def make_plan(self, N, d, M, block=None, dq="store"):
+    def make_plan(self, N, d, M, block=None, dq="store", *, N_k=None):
+        """The block sizes for ``N`` query rows against ``N_k`` keys (``N`` by default): the
+        module docstring's rule, ``B_c`` evened out over ``N_k`` (so at most ``N_k``) and
+        ``B_r`` at most ``N``."""
         _check_dq(dq)
+        N_k = N if N_k is None else N_k
         if block is None:
             B_c = (M - 3 * d - 2) // (4 * d + 2)
-            B_c = ceil_div(N, ceil_div(N, B_c))          # as many blocks, balanced
+            B_c = ceil_div(N_k, ceil_div(N_k, B_c))      # as many blocks, balanced
             B_r = imin(N, (M - 4 * B_c * d) // (3 * d + 2 + 2 * B_c))
         else:
             B_r, B_c = _block(block)
-        return FlashBackwardPlan(N, d, M, B_r, B_c, dq)
+        return FlashBackwardPlan(N, d, M, B_r, B_c, dq, N_k=N_k)
 
     def cost(self, plan: FlashBackwardPlan) -> IOCount:
-        N, d, T_c = plan.N, plan.d, plan.T_c
+        N, N_k, d, T_c = plan.N, plan.N_k, plan.d, plan.T_c
         if plan.mask is not None:
             return _masked_cost(plan)
         extra = N * d if plan.dq == "atomic" else 0         # dQ = 0, and a read per visit
-        reads = 3 * N * d + T_c * N * (3 * d + 2) + extra
-        writes = N + 2 * N * d + T_c * N * d + extra
+        reads = N * d + 2 * N_k * d + T_c * N * (3 * d + 2) + extra
+        writes = N + 2 * N_k * d + T_c * N * d + extra
         return IOCount(reads=reads, writes=writes, peak=plan.footprint)
 
     def simulate(self, mem, Q, K, V, O, dO, L, dQ, dK, dV, plan: FlashBackwardPlan, scale):
@@ -184,7 +199,7 @@ def _masked_cost(plan: FlashBackwardPlan) -> IOCount:
     extra = d * active_rows if plan.dq == "atomic" else 0
     reads = 2 * d * active_rows + 2 * d * int(c[cols_on].sum()) + (3 * d + 2) * visits \
         - d * active_rows + extra
-    writes = active_rows + d * (N - active_rows) + d * visits + 2 * N * d + extra
+    writes = active_rows + d * (N - active_rows) + d * visits + 2 * plan.N_k * d + extra
     peak = max(blocks.largest(lambda r_, c_: 4 * c_ * d + 3 * r_ * d + 2 * r_ + 2 * r_ * c_),
                int((r[rows_on] * (2 * d + 1)).max(initial=0)),    # the preprocess
                int((r[~rows_on] * d).max(initial=0)),             # dQ_I = 0
@@ -198,7 +213,7 @@ def _band_cost(plan: FlashBackwardPlan) -> IOCount:
     (:func:`~ioattn.masks.band_sums`: Python ints, no array, any ``N``). A band holds the
     diagonal, so every block row and column is visited, the count needs only the sum of ``r_I``
     over visited blocks, and block ``(0, 0)``, of the largest sides, sets the peak. The tests
-    check it against a plain boolean mask."""
+    check it against a plain boolean mask. (A band is square: ``N_k = N``.)"""
     N, d = plan.N, plan.d
     visits = band_sums(N, plan.B_r, plan.B_c, *plan.mask.band).rows   # sum of r_I, (I, J) visited
     R, C = min(plan.B_r, N), min(plan.B_c, N)
@@ -209,7 +224,7 @@ def _band_cost(plan: FlashBackwardPlan) -> IOCount:
 
 
 def _fa2_backward(mem, Q, K, V, O, dO, L, dQ, dK, dV, plan, scale):
-    N, d = plan.N, plan.d
+    N, N_k, d = plan.N, plan.N_k, plan.d
     if plan.mask is None:
         visited = np.ones((ceil_div(N, plan.B_r), plan.T_c), dtype=bool)
         full = visited
@@ -233,8 +248,8 @@ def _fa2_backward(mem, Q, K, V, O, dO, L, dQ, dK, dV, plan, scale):
         np.einsum("ij,ij->i", dO_i, O_i, out=D_i)
         mem.write(D, D_i, rows)
         mem.free(dO_i, O_i, D_i)
-    for bj, j0 in enumerate(range(0, N, plan.B_c)):       # 2. K/V blocks outer
-        cols = slice(j0, min(j0 + plan.B_c, N))
+    for bj, j0 in enumerate(range(0, N_k, plan.B_c)):     # 2. K/V blocks outer
+        cols = slice(j0, min(j0 + plan.B_c, N_k))
         if not visited[:, bj].any():                      # no query attends: dK_J = dV_J = 0
             zeros = mem.allocate((cols.stop - j0, d), "dK_j = dV_j = 0")
             mem.write(dK, zeros, cols)

@@ -8,6 +8,7 @@ iterate over them instead of naming each one.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
@@ -212,14 +213,29 @@ class BackwardAlgorithm(Algorithm):
             raise TypeError("save_lse is an option of the forward pass (run(..., save_lse=True)"
                             " writes L); the backward pass reads L")
         if "N_k" in options:
-            raise TypeError("N_k (rectangular attention) is an option of the forward pass; the "
-                            "backward passes take as many keys as queries")
+            raise TypeError("N_k (the key rows) is not an option of a backward pass's block rule:"
+                            " pass it to plan, io_cost, totals or run_backward (the least M does "
+                            "not depend on it)")
         return super().check_options(options)
 
-    def plan(self, N: int, d: int, M: int, *, mask=None, **options) -> Plan:
-        """Check the options and ``M``, then return the plan (``mask`` as for the forward)."""
+    @property
+    def rectangular(self) -> bool:
+        """Whether this backward pass runs ``N`` query rows against ``N_k != N`` keys: its
+        ``make_plan`` takes ``N_k=`` (as a forward algorithm's does)."""
+        return "N_k" in inspect.signature(self.make_plan).parameters
+
+    def plan(self, N: int, d: int, M: int, *, N_k: int | None = None, mask=None,
+             **options) -> Plan:
+        """Check the options and ``M``, then return the plan (``N_k`` and ``mask`` as for the
+        forward). ``N_k != N`` raises a TypeError for a backward pass that runs square problems
+        only, naming those that take ``N_k``."""
         self.check_options(options)                   # before save_lse binds to the forward's
-        return super().plan(N, d, M, mask=mask, **options)
+        if N_k is not None and as_count(N_k, "N_k") != N and not self.rectangular:
+            takes = ", ".join(repr(n) for n in sorted(BACKWARD) if BACKWARD[n].rectangular)
+            raise TypeError(f"the {self.name!r} backward pass takes as many keys as queries "
+                            f"(N_k = N = {N}), got N_k = {N_k}; the backward passes that take "
+                            f"N_k (rectangular attention): {takes or 'none'}")
+        return super().plan(N, d, M, N_k=N_k, mask=mask, **options)
 
     def simulate(self, mem: TwoLevelMemory, Q: SlowArray, K: SlowArray, V: SlowArray,
                  O: SlowArray, dO: SlowArray, L: SlowArray, dQ: SlowArray, dK: SlowArray,

@@ -222,11 +222,17 @@ def test_bad_N_k(N_k, error, message):
         ioattn.totals("flash", 3, 4, [100, 200], N_k=N_k)
 
 
-def test_backward_is_square_only():
-    with pytest.raises(TypeError, match="N_k .* is an option of the forward pass"):
+def test_backward_is_rectangular_for_flash_only():
+    # the flash backward takes N_k (tests/algorithms/test_backward_rectangular.py); the others
+    # run square problems only and say which backward takes N_k
+    assert ioattn.run_backward("flash", Q, K, V, np.ones_like(Q), 1000).io == \
         ioattn.io_cost("flash", 3, 4, 1000, N_k=10, backward=True)
-    with pytest.raises(ValueError, match="K has shape"):
-        ioattn.run_backward("flash", Q, K, V, np.ones_like(Q), 1000)
+    for name in ("standard", "square_tiling"):
+        with pytest.raises(TypeError, match=f"the '{name}' backward pass takes as many keys as "
+                                            "queries .* take N_k .*: 'flash'"):
+            ioattn.io_cost(name, 3, 4, 1000, N_k=10, backward=True)
+        with pytest.raises(TypeError, match=f"the '{name}' backward pass takes as many keys"):
+            ioattn.run_backward(name, Q, K, V, np.ones_like(Q), 1000)
 
 
 def test_decoding_step_tiles_of_the_products():
