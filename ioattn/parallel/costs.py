@@ -467,8 +467,9 @@ def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = Fa
         A cache of ``M`` entries in every processor: also count the entries between each
         processor's memory and its cache, FlashAttention-2 on every step's block, and for
         ``"grid"`` and ``"usp_grid"`` the merge of the partial outputs by log-sum-exp
-        through the cache (:mod:`~ioattn.parallel.two_level`; every algorithm, forward only,
-        ``M >= 4d + 4``).
+        through the cache (:mod:`~ioattn.parallel.two_level`; every algorithm's forward pass,
+        ``M >= 4d + 4``, and the backward pass of ``"ring"``, ``"striped"`` and ``"zigzag"``,
+        the FlashAttention backward on every step's block, ``M >= 7d + 4``).
 
     Returns
     -------
@@ -510,7 +511,8 @@ def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = Fa
     sent, received, messages, memory, work = (np.asarray(x, dtype) for x in parts)
     cache = (None, None)
     if M is not None:
-        cache = cache_io(name, N, d, P, M, heads=H, causal=causal, grid=grid)
+        cache = cache_io(name, N, d, P, M, heads=H, causal=causal, grid=grid,
+                         backward=backward)
         wide = max(map(max, cache)) >= _INT64_SAFE      # beyond int64: Python ints
         cache = tuple(np.asarray(x, object if wide else np.int64) for x in cache)
     return ParallelCost(name, N, d, P, H, causal, backward, grid, sent, received, messages,

@@ -20,7 +20,9 @@ With ``--M`` (``M=`` of :func:`ioattn.parallel.run`), each rank attends through 
 between them beside its words: a :class:`~ioattn.parallel.two_level.Processor` for the rings,
 the all-gather, all-to-all and USP (those two after their first all-to-all, on the rows of their
 heads), a :class:`~ioattn.parallel.two_level.GridProcessor` for ``grid`` and ``usp_grid``, which
-also merges the partial outputs through the cache.
+also merges the partial outputs through the cache; with ``--backward``, a
+:class:`~ioattn.parallel.two_level.BackwardProcessor` for the rings (the other backward passes
+take no ``--M``).
 Head groups x grid (:func:`usp_grid`) runs :func:`grid` on the ranks that share the heads.
 
 The backward passes, one for every algorithm: :func:`ring_backward` (ring, striped and zigzag),
@@ -54,7 +56,7 @@ from .costs import LAYOUT, check, cost
 from .counted import Counted
 from .layout import group_rows, offsets, rows
 from .reference import attention, attention_backward
-from .two_level import GridProcessor, Processor, check_M, key_steps
+from .two_level import BackwardProcessor, GridProcessor, Processor, check_M, key_steps
 
 __all__ = ["ERROR", "all_gather", "all_gather_backward", "all_to_all", "grid", "grid_backward",
            "main", "ring", "ring_backward", "run_job", "usp", "usp_backward", "usp_grid",
@@ -160,18 +162,27 @@ def _gradients(Q, blk, dO, L, D, dQ, qrows, krows, causal, scale) -> int:
     return Q.shape[0] * count
 
 
-def ring_backward(cc: Counted, Q, KV, O, dO, L, rows_of, causal: bool, scale: float):
+def ring_backward(cc: Counted, Q, KV, O, dO, L, rows_of, causal: bool, scale: float,
+                  local=None):
     """Ring attention, backward: the block ``(K_j, V_j, dK_j, dV_j)`` travels (one message per
-    step, after it is used), and a last step sends ``dK_j, dV_j`` home. Returns ``dQ, dK, dV``."""
+    step, after it is used), and a last step sends ``dK_j, dV_j`` home. Returns ``dQ, dK, dV``.
+    With ``local``, a :class:`~ioattn.parallel.two_level.BackwardProcessor`, each step's block
+    is folded through its cache (step ``s = p - j mod P``) and ``dQ`` is its gradient."""
     p, P = cc.rank, cc.size
     H, n, d = Q.shape
     D = cc.hold("D", np.einsum("hnd,hnd->hn", dO, O))
     dQ = cc.hold("dQ", np.zeros((H, n, d)))
     blk = cc.hold("block 0", np.zeros((4, H, n, d)))
     blk[:2] = KV
-    home = _gradient_ring(cc, blk, [len(r) for r in rows_of], p, list(range(P)),
-                          lambda b, j: _gradients(Q, b, dO, L, D, dQ, rows_of[p], rows_of[j],
-                                                  causal, scale))
+    if local is None:
+        def fold(b, j):
+            return _gradients(Q, b, dO, L, D, dQ, rows_of[p], rows_of[j], causal, scale)
+    else:
+        def fold(b, j):
+            return local.step((p - j) % P, b)
+    home = _gradient_ring(cc, blk, [len(r) for r in rows_of], p, list(range(P)), fold)
+    if local is not None:
+        dQ[...] = local.gradient()
     return dQ, home[0], home[1]
 
 
@@ -690,8 +701,9 @@ def run_job(job: dict, comm) -> dict | None:
     elif M is not None:
         M = check_M(name, d, M, backward)
         _, ksteps = key_steps(name, N, P)
-        local = Processor(M, np.ascontiguousarray(full["Q"][:, mine]), mine, ksteps[p], causal,
-                          scale)
+        if not backward:            # the backward's processor takes O and L, made below
+            local = Processor(M, np.ascontiguousarray(full["Q"][:, mine]), mine, ksteps[p],
+                              causal, scale)
 
     def take(x):
         return np.ascontiguousarray(x[:, mine])
@@ -741,9 +753,13 @@ def run_job(job: dict, comm) -> dict | None:
         if backward:
             O, dO = cc.hold("O", take(O_full)), cc.hold("dO", take(full["dO"]))
             L = cc.hold("L", take(L_full))
+            if M is not None:       # ring, striped, zigzag (check_M): the held words again
+                local = BackwardProcessor(M, Q, O, dO, L, mine, ksteps[p], causal, scale)
             comm.Barrier()
-            out = (all_gather_backward if name == "all_gather" else ring_backward)(
-                cc, Q, KV, O, dO, L, rows_of, causal, scale)
+            if name == "all_gather":
+                out = all_gather_backward(cc, Q, KV, O, dO, L, rows_of, causal, scale)
+            else:
+                out = ring_backward(cc, Q, KV, O, dO, L, rows_of, causal, scale, local)
         elif name == "grid":
             comm.Barrier()
             O, local = grid(cc, Q, KV, rows_of, shape, causal, scale, M=M)

@@ -69,14 +69,37 @@ groups x grid (``"usp_grid"``, ``P_u x P_a x P_b``) runs the grid, after its fir
 the ``h_u`` heads of part ``u`` with the groups' rows in its places: the formulas hold with
 ``n_p -> N_r``, ``N_a, N^b`` the groups' blocks, ``P_c -> P_b`` and ``H -> h_u``.
 
-:func:`cache_io` gives these counts; :class:`Processor` and :class:`GridProcessor` are what an
-MPI rank runs (:mod:`ioattn.parallel.engine`), through its own
+The backward pass of the ring family (``"ring"``, ``"striped"``, ``"zigzag"``:
+:data:`BACKWARD_TWO_LEVEL`; the engine's ``ring_backward``) keeps ``Q_p, O_p, dO_p, L_p`` in the
+processor's memory while each step's block ``(K_j, V_j, dK_j, dV_j)`` arrives there and leaves
+with its partial ``dK_j, dV_j`` updated. Per head the processor first streams its rows through
+the cache in blocks of ``B = min(n_p, floor(M / (2d + 1)))``: it reads ``dO_i, O_i``, writes
+``D_i = rowsum(dO_i o O_i)`` and writes ``dQ_i = 0`` (``2 d n_p`` reads, ``(d + 1) n_p``
+writes; ``D_p`` is computed once for all steps). At each step it runs the rectangular
+FlashAttention backward ([FA2]_, Algorithm 2; :mod:`ioattn.algorithms.backward_flash`) of its
+``n_p`` rows against the ``n_j`` keys held, with the blocks of ``ioattn.plan("flash", n_p, d, M,
+N_k=n_j, backward=True)`` under the causal mask of the global rows, visiting only the nonempty
+blocks (a step the mask empties moves nothing), with two changes: a visited key block ``J``
+starts ``dK_J, dV_J`` from the partials that arrived (read, ``2 d c_J`` entries, not zeros) and
+writes them back for the next hop, a key block no query visits is not touched (its partial
+travels on as it came), and every visit reads ``dQ_i`` and writes it back, as ``dQ_p``
+accumulates over the steps in the memory. With ``C_t = sum_{J visited at t} c_J`` and ``V_t =
+sum_{(I, J) visited at t} r_I``::
+
+    reads_p  = H [ 2 d n_p + sum_t ( 4 d C_t + (3d + 2) V_t ) ],
+    writes_p = H [ (d + 1) n_p + sum_t ( 2 d C_t + d V_t ) ].
+
+The last hop that takes ``dK_p, dV_p`` home moves words between processors, not entries
+through the cache. The other schemes' backward passes are counted between processors only.
+
+:func:`cache_io` gives these counts; :class:`Processor`, :class:`BackwardProcessor` and
+:class:`GridProcessor` are what an MPI rank runs (:mod:`ioattn.parallel.engine`), through its own
 :class:`~ioattn.memory.TwoLevelMemory`, and the tests check the two equal on 2 and 4 ranks.
 
 References
 ----------
 .. [FA2] T. Dao, "FlashAttention-2: faster attention with better parallelism and work
-   partitioning", arXiv:2307.08691, Algorithm 1.
+   partitioning", arXiv:2307.08691, Algorithms 1 and 2.
 .. [LLAMA3] A. Grattafiori et al., "The Llama 3 herd of models", arXiv:2407.21783 (2024),
    section 3.3.2.
 .. [USP] J. Fang, S. Zhao, "USP: a unified sequence parallelism approach for long context
@@ -96,21 +119,25 @@ from ..api import io_cost, plan
 from ..memory import TwoLevelMemory
 from .layout import group_rows, offsets, rows, usp_shape
 
-__all__ = ["GRIDS", "TWO_LEVEL", "GridProcessor", "Processor", "cache_io", "check_M",
-           "grid_runs", "key_steps", "local_runs", "merge", "merge_M", "merge_io", "min_M"]
+__all__ = ["BACKWARD_TWO_LEVEL", "GRIDS", "TWO_LEVEL", "BackwardProcessor", "GridProcessor",
+           "Processor", "cache_io", "check_M", "grid_runs", "key_steps", "local_runs", "merge",
+           "merge_M", "merge_io", "min_M"]
 
 #: The algorithms whose processors run FlashAttention through a cache here (forward).
 TWO_LEVEL = ("ring", "striped", "zigzag", "all_gather", "usp", "usp_zigzag", "all_to_all",
              "grid", "usp_grid")
+#: Those whose backward pass is counted through the cache too (the ring family).
+BACKWARD_TWO_LEVEL = ("ring", "striped", "zigzag")
 #: Those that end with the grid's merge of partial outputs (:func:`grid_runs`).
 GRIDS = ("grid", "usp_grid")
 _LAYOUT = {"ring": "contiguous", "striped": "striped", "zigzag": "zigzag",
            "all_gather": "zigzag", "usp": "contiguous", "usp_zigzag": "zigzag"}
 
 
-def min_M(d: int) -> int:
-    """The smallest cache FlashAttention-2 runs in: ``4d + 4`` (one query row, one key)."""
-    return 4 * as_count(d, "d") + 4
+def min_M(d: int, backward: bool = False) -> int:
+    """The smallest cache FlashAttention-2 runs in: ``4d + 4`` (one query row, one key); its
+    backward pass, ``7d + 4`` (``ioattn.min_M("flash", d, backward=True)``)."""
+    return 7 * as_count(d, "d") + 4 if backward else 4 * as_count(d, "d") + 4
 
 
 def merge_M(d: int) -> int:
@@ -126,9 +153,15 @@ def check_M(name: str, d: int, M, backward: bool = False) -> int:
     if name not in TWO_LEVEL:
         raise ValueError(f"M= (the cache of each processor) is counted for "
                          f"{', '.join(TWO_LEVEL)} only, not for {name!r}")
-    if backward:
-        raise ValueError("M= counts the forward pass only; drop backward=True")
+    if backward and name not in BACKWARD_TWO_LEVEL:
+        raise ValueError(f"M= counts the backward pass of {', '.join(BACKWARD_TWO_LEVEL)} only, "
+                         f"not of {name!r}; drop backward=True or M=")
     M = as_count(M, "M")
+    if backward:
+        if M < min_M(d, True):
+            raise ValueError(f"FlashAttention's backward pass needs a cache of at least 7d + 4 "
+                             f"= {min_M(d, True)} entries at d = {d}; got M = {M}")
+        return M
     need = max(min_M(d), merge_M(d)) if name in GRIDS else min_M(d)
     if M < need:
         raise ValueError(f"FlashAttention needs a cache of at least 4d + 4 = {min_M(d)} "
@@ -319,10 +352,56 @@ def _schedule(n, d, M, qrows, ksteps, causal):
     return steps, B_r, T_r, first, last
 
 
+class _BackwardStep:
+    """One backward step's plan, mask and visited blocks (module docstring): None for a step
+    the causal mask empties."""
+
+    def __init__(self, n, d, M, qrows, krows, causal):
+        self.mask = _mask(qrows, krows, causal)
+        self.n_k = len(krows)
+        self.plan = None
+        if self.mask is False:
+            return
+        self.plan = plan("flash", n, d, M, N_k=self.n_k, mask=self.mask, backward=True)
+        B_r, B_c = self.plan.B_r, self.plan.B_c
+        self.r = np.minimum(B_r, n - B_r * np.arange(-(-n // B_r)))
+        self.c = np.minimum(B_c, self.n_k - B_c * np.arange(-(-self.n_k // B_c)))
+        if self.mask is None:
+            self.nonempty = np.ones((self.r.size, self.c.size), bool)
+            self.full = self.nonempty
+        else:
+            blocks = self.plan.mask.blocks(B_r, B_c)
+            self.nonempty, self.full = blocks.nonempty, blocks.full
+
+    def io(self, d: int) -> tuple[int, int]:
+        """``(4 d C_t + (3d + 2) V_t, 2 d C_t + d V_t)`` of the module docstring."""
+        if self.plan is None:
+            return 0, 0
+        C = int(self.c[self.nonempty.any(axis=0)].sum())
+        V = int(self.r @ self.nonempty.sum(axis=1))
+        return 4 * d * C + (3 * d + 2) * V, 2 * d * C + d * V
+
+
+def _backward_cache_io(name, N, d, P, M, H, causal):
+    """:func:`cache_io` of the ring family's backward pass (module docstring)."""
+    reads, writes = [], []
+    for _, qrows, ksteps in local_runs(name, N, P, H):
+        n = len(qrows)
+        R, W = 2 * d * n, (d + 1) * n
+        for krows in ksteps:
+            r, w = _BackwardStep(n, d, M, qrows, krows, causal).io(d)
+            R, W = R + r, W + w
+        reads.append(H * R)
+        writes.append(H * W)
+    return reads, writes
+
+
 def cache_io(name: str, N: int, d: int, P: int, M: int, *, heads: int = 1,
-             causal: bool = False, grid=None) -> tuple[list[int], list[int]]:
+             causal: bool = False, grid=None,
+             backward: bool = False) -> tuple[list[int], list[int]]:
     """The entries each processor's cache reads from and writes to its memory (module
-    docstring): two lists of ``P`` Python ints, from ``io_cost`` of every step's block.
+    docstring): two lists of ``P`` Python ints, from ``io_cost`` of every step's block (with
+    ``backward=True``, the ring family's backward pass, from the blocks each step visits).
 
     >>> r, w = cache_io("ring", 64, 4, 2, 64)
     >>> r[0] == 2 * io_cost("flash", 32, 4, 64, N_k=32).reads + (4 + 2) * 32
@@ -333,7 +412,9 @@ def cache_io(name: str, N: int, d: int, P: int, M: int, *, heads: int = 1,
     True
     """
     N, d, P, H = as_count(N, "N"), as_count(d, "d"), as_count(P, "P"), as_count(heads, "heads")
-    M = check_M(name, d, M)
+    M = check_M(name, d, M, backward)
+    if backward:
+        return _backward_cache_io(name, N, d, P, M, H, causal)
     reads, writes = [], []
     if name in GRIDS:
         for (h0, h1), qrows, krows, own, parts in grid_runs(name, N, d, P, H, grid):
@@ -479,6 +560,104 @@ class Processor(_Cached):
     def output(self) -> np.ndarray:
         """``O_p`` (``H x n_p x d``), copied out of the slow memory (not a transfer)."""
         return np.stack([self.mem.fetch(O) for O in self.O])
+
+
+class BackwardProcessor(_Cached):
+    """One processor's part of the ring family's backward pass through its own cache of ``M``
+    entries (module docstring).
+
+    Its ``Q_p, O_p, dO_p`` (``H x n_p x d``) and ``L_p`` (``H x n_p``) are placed in the slow
+    memory of a :class:`~ioattn.memory.TwoLevelMemory`; the constructor computes ``D_p`` and
+    zeroes ``dQ_p`` through the cache, :meth:`step` adds step ``t``'s block to ``dQ_p`` and to
+    the travelling partials ``dK_j, dV_j``, :meth:`gradient` returns ``dQ_p``.
+    """
+
+    def __init__(self, M: int, Q, O, dO, L, qrows, ksteps, causal: bool, scale: float):
+        H, n, d = Q.shape
+        self.mem = mem = TwoLevelMemory(M, owner="flash backward")
+        self.H, self.n, self.d, self.scale = H, n, d, scale
+        self.steps = [_BackwardStep(n, d, M, qrows, k, causal) for k in ksteps]
+        self.Q = [mem.load(f"Q {h}", Q[h]) for h in range(H)]
+        self.dO = [mem.load(f"dO {h}", dO[h]) for h in range(H)]
+        self.L = [mem.load(f"L {h}", L[h]) for h in range(H)]
+        self.D = [mem.allocate_slow(f"D {h}", n) for h in range(H)]
+        self.dQ = [mem.allocate_slow(f"dQ {h}", (n, d)) for h in range(H)]
+        B = min(n, M // (2 * d + 1))
+        for h in range(H):
+            O_h = mem.load(f"O {h}", O[h])
+            for i0 in range(0, n, B):
+                rows_ = slice(i0, min(i0 + B, n))
+                dO_i, O_i = mem.read(self.dO[h], rows_), mem.read(O_h, rows_)
+                D_i = mem.allocate(dO_i.shape[0], "D_i", fill=None)
+                np.einsum("ij,ij->i", dO_i, O_i, out=D_i)
+                mem.write(self.D[h], D_i, rows_)
+                mem.free(O_i, D_i)
+                np.multiply(dO_i, 0.0, out=dO_i)           # dQ_i = 0, in dO_i's place
+                mem.write(self.dQ[h], dO_i, rows_)
+                mem.free(dO_i)
+
+    def step(self, t: int, blk: np.ndarray) -> int:
+        """Add step ``t``'s block ``blk = (K_j, V_j, dK_j, dV_j)`` (``4 x H x n_j x d``, as it
+        arrived) to ``dQ_p`` and, in place in ``blk``, to ``dK_j, dV_j`` (what the next hop
+        sends); returns the score entries computed."""
+        s = self.steps[t]
+        if s.plan is None:
+            return 0
+        mem, work = self.mem, 0
+        for h in range(self.H):
+            K, V, dK, dV = (mem.load(f"{x} {t} {h}", blk[i, h])
+                            for i, x in enumerate(("K", "V", "dK", "dV")))
+            work += self._head(s, h, K, V, dK, dV)
+            blk[2, h] = mem.fetch(dK)                      # the memory the next hop sends from
+            blk[3, h] = mem.fetch(dV)
+        return work
+
+    def _head(self, s, h, K, V, dK, dV) -> int:
+        mem, d, B_r, B_c, work = self.mem, self.d, s.plan.B_r, s.plan.B_c, 0
+        for J, j0 in enumerate(range(0, s.n_k, B_c)):
+            if not s.nonempty[:, J].any():
+                continue                                   # not touched: it travels on
+            cols = slice(j0, min(j0 + B_c, s.n_k))
+            K_j, V_j = mem.read(K, cols), mem.read(V, cols)
+            K_j *= self.scale
+            dK_j, dV_j = mem.read(dK, cols), mem.read(dV, cols)    # the arrived partials
+            for I, i0 in enumerate(range(0, self.n, B_r)):
+                if not s.nonempty[I, J]:
+                    continue
+                rows_ = slice(i0, min(i0 + B_r, self.n))
+                Q_i, L_i = mem.read(self.Q[h], rows_), mem.read(self.L[h], rows_)
+                P_ij = mem.allocate((Q_i.shape[0], K_j.shape[0]), "P_ij", fill=None)
+                np.matmul(Q_i, K_j.T, out=P_ij)
+                if s.mask is None:
+                    work += P_ij.size
+                else:
+                    keep = s.plan.mask.excluded[rows_, cols]
+                    work += int(keep.size - np.count_nonzero(keep))
+                    if not s.full[I, J]:
+                        np.copyto(P_ij, -np.inf, where=keep)
+                P_ij -= L_i[:, None]
+                np.exp(P_ij, out=P_ij)
+                dO_i = mem.read(self.dO[h], rows_)
+                dV_j += P_ij.T @ dO_i
+                D_i = mem.read(self.D[h], rows_)
+                dS = mem.allocate(P_ij.shape, "dP_ij", fill=None)
+                np.matmul(dO_i, V_j.T, out=dS)
+                dS -= D_i[:, None]
+                dS *= P_ij
+                dQ_i = mem.read(self.dQ[h], rows_)
+                dQ_i += dS @ K_j
+                mem.write(self.dQ[h], dQ_i, rows_)
+                dS *= self.scale                           # dK_j += tau dS^T Q_i
+                dK_j += dS.T @ Q_i
+                mem.free(Q_i, L_i, P_ij, dO_i, D_i, dS, dQ_i)
+            mem.write(dK, dK_j, cols)
+            mem.write(dV, dV_j, cols)
+            mem.free(K_j, V_j, dK_j, dV_j)
+        return work
+
+    def gradient(self) -> np.ndarray:
+        """``dQ_p`` (``H x n_p x d``), copied out of the slow memory (not a transfer)."""
+        return np.stack([self.mem.fetch(x) for x in self.dQ])
 
 
 class GridProcessor(_Cached):

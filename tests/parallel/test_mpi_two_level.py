@@ -11,7 +11,7 @@ import pytest
 
 from ioattn import parallel
 from ioattn.parallel.launch import as_cost, launch
-from ioattn.parallel.two_level import TWO_LEVEL
+from ioattn.parallel.two_level import BACKWARD_TWO_LEVEL, TWO_LEVEL
 
 #: (N, d, H, causal, M): one query block per rank and several, one head and two, dense and
 #: causal, the smallest cache and larger ones.
@@ -90,10 +90,63 @@ def test_shaped_both_levels_at_every_shape_of_four_ranks():
         assert r["error"] < 1e-10
 
 
+#: The ring family's backward pass: (N, d, H, causal, M), the smallest cache (7d + 4) and larger.
+BACKWARD_SHAPES = [(40, 4, 1, True, 32), (37, 3, 2, True, 60), (29, 2, 1, False, 18),
+                   (48, 4, 2, False, 400), (64, 8, 1, True, 600)]
+BACKWARD_CASES = list(itertools.product(BACKWARD_TWO_LEVEL, BACKWARD_SHAPES))
+
+
+@pytest.fixture(scope="module", params=[2, 4], ids=["P=2", "P=4"])
+def backward_results(request):
+    assert parallel.available(), "mpi4py and mpiexec are installed by `make` (parallel extra)"
+    P = request.param
+    jobs = [{"id": i, "name": name, "N": N, "d": d, "heads": H, "causal": causal, "M": M,
+             "backward": True, "grid": None, "seed": 900 + i}
+            for i, (name, (N, d, H, causal, M)) in enumerate(BACKWARD_CASES)]
+    return P, launch(jobs, P, timeout=600)
+
+
+def test_backward_both_levels_counted_equal_the_closed_form(backward_results):
+    P, got = backward_results
+    assert [r["id"] for r in got] == list(range(len(BACKWARD_CASES)))
+    for r in got:
+        assert r["backward"]
+        counted = as_cost(r)
+        closed = parallel.cost(r["name"], r["N"], r["d"], P, heads=r["heads"],
+                               causal=r["causal"], backward=True, M=r["M"])
+        assert np.array_equal(counted.cache_reads, closed.cache_reads), r
+        assert np.array_equal(counted.cache_writes, closed.cache_writes), r
+        assert counted == closed
+        assert counted.max_cache_io > 0
+        # the words between processors are those of the backward without a cache
+        plain = parallel.cost(r["name"], r["N"], r["d"], P, heads=r["heads"],
+                              causal=r["causal"], backward=True)
+        assert np.array_equal(counted.sent, plain.sent)
+        assert np.array_equal(counted.work, plain.work)
+
+
+def test_backward_gradients_equal_the_reference(backward_results):
+    _, got = backward_results
+    for r in got:
+        assert r["error"] < 1e-10, (r["name"], r["N"], r["M"], r["error"])
+
+
+def test_run_backward_with_a_cache():
+    rng = np.random.default_rng(5)
+    Q, K, V, dO = rng.standard_normal((4, 30, 4))
+    r = parallel.run("zigzag", Q, K, V, P=2, causal=True, backward=True, dO=dO, M=40)
+    assert r.error < 1e-10 and r.counted == r.cost and r.cost.backward
+    assert r.cost.M == 40 and r.counted.cache_reads.sum() > 0
+
+
 def test_run_rejects_a_cache_it_cannot_count():
     Q = np.zeros((8, 4))
-    with pytest.raises(ValueError, match="forward pass only"):
-        parallel.run("ring", Q, Q, Q, P=2, backward=True, dO=Q, M=100)
+    for name in ("all_gather", "usp", "grid"):
+        with pytest.raises(ValueError, match=f"M= counts the backward pass of ring, striped, "
+                                             f"zigzag only, not of '{name}'"):
+            parallel.run(name, Q, Q, Q, P=2, backward=True, dO=Q, M=100)
+    with pytest.raises(ValueError, match="at least 7d \\+ 4 = 32"):
+        parallel.run("ring", Q, Q, Q, P=2, backward=True, dO=Q, M=31)
     for name in ("ring", "grid", "usp_grid"):
         with pytest.raises(ValueError, match="at least 4d \\+ 4 = 20"):
             parallel.run(name, Q, Q, Q, P=2, M=19)

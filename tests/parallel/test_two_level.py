@@ -10,10 +10,11 @@ import pytest
 
 import ioattn
 from ioattn import parallel
-from ioattn.parallel.reference import attention
+from ioattn.parallel.reference import attention, attention_backward
 from ioattn.memory import TwoLevelMemory
-from ioattn.parallel.two_level import (GRIDS, TWO_LEVEL, GridProcessor, Processor, cache_io,
-                                       grid_runs, local_runs, merge, merge_io, merge_M, min_M)
+from ioattn.parallel.two_level import (BACKWARD_TWO_LEVEL, GRIDS, TWO_LEVEL, BackwardProcessor,
+                                       GridProcessor, Processor, cache_io, grid_runs,
+                                       local_runs, merge, merge_io, merge_M, min_M)
 
 
 def _simulate(name, N, d, P, M, H, causal, seed=0, grid=None):
@@ -146,7 +147,10 @@ def test_the_cost_carries_the_cache_counts():
     ({"name": "grid", "M": 19}, "at least 4d \\+ 4 = 20"),
     ({"name": "usp_grid", "heads": 2, "M": 19}, "at least 4d \\+ 4 = 20"),
     ({"name": "all_to_all", "heads": 2, "M": 19}, "at least 4d \\+ 4 = 20"),
-    ({"backward": True}, "forward pass only"),
+    ({"backward": True, "name": "all_gather"}, "M= counts the backward pass of ring, striped, "
+                                               "zigzag only, not of 'all_gather'"),
+    ({"backward": True, "name": "grid"}, "backward pass of ring, striped, zigzag only"),
+    ({"backward": True, "M": 31}, "backward pass needs a cache of at least 7d \\+ 4 = 32"),
     ({"name": "all_to_all", "heads": 1}, "heads >= P"),
 ])
 def test_bad_cache_arguments(kwargs, match):
@@ -253,3 +257,72 @@ def test_a_grid_processor_refuses_a_wrong_merge():
         g.merge([None])
     with pytest.raises(ValueError, match="the 2 partials of the grid row"):
         g.merge([None, None])
+
+
+# ----------------------------------------------------------------------------- backward
+def _simulate_backward(name, N, d, P, M, H, causal, seed=0):
+    """The ring family's backward pass, every processor through its own cache: block ``j``
+    (``K_j, V_j`` and its partial ``dK_j, dV_j``, zeros at first) is at processor ``(j + s) mod
+    P`` at step ``s``, as the ring passes it on; returns the counts, the gradients' largest
+    error against the reference and the largest peak."""
+    rng = np.random.default_rng(seed)
+    Q, K, V, dO = rng.standard_normal((4, H, N, d))
+    tau = 1 / np.sqrt(d)
+    O, L = attention(Q, K, V, causal=causal, scale=tau)
+    runs = local_runs(name, N, P, H)
+    rows_of = [q for _, q, _ in runs]
+    procs = [BackwardProcessor(M, Q[:, q], O[:, q], dO[:, q], L[:, q], q, ks, causal, tau)
+             for _, q, ks in runs]
+    blocks = [np.stack([K[:, q], V[:, q], np.zeros_like(K[:, q]), np.zeros_like(V[:, q])])
+              for q in rows_of]
+    for s in range(P):
+        for p in range(P):
+            procs[p].step(s, blocks[(p - s) % P])
+    dQ, dK, dV = (np.full_like(Q, np.nan) for _ in range(3))
+    for p, q in enumerate(rows_of):
+        dQ[:, q], dK[:, q], dV[:, q] = procs[p].gradient(), blocks[p][2], blocks[p][3]
+    want = attention_backward(Q, K, V, dO, causal=causal, scale=tau)
+    err = max(float(np.abs(g - w).max()) for g, w in zip((dQ, dK, dV), want))
+    return ([x.reads for x in procs], [x.writes for x in procs], err,
+            max(x.mem.io.peak for x in procs))
+
+
+BACKWARD_GRID = list(itertools.product((8, 13, 24), (1, 3), (2, 3, 4), (11, 25, 40, 90, 400),
+                                       (1, 2), (False, True)))
+
+
+@pytest.mark.parametrize("name", BACKWARD_TWO_LEVEL)
+def test_backward_simulated_equals_closed_form_over_a_grid(name):
+    for N, d, P, M, H, causal in BACKWARD_GRID:
+        if M < min_M(d, backward=True):
+            continue
+        reads, writes, err, peak = _simulate_backward(name, N, d, P, M, H, causal, seed=N + M)
+        assert (reads, writes) == cache_io(name, N, d, P, M, heads=H, causal=causal,
+                                           backward=True), (N, d, P, M, H, causal)
+        assert err < 1e-10 and peak <= M
+        got = parallel.cost(name, N, d, P, heads=H, causal=causal, backward=True, M=M)
+        assert got.cache_reads.tolist() == reads and got.cache_writes.tolist() == writes
+
+
+def test_backward_closed_form_by_hand():
+    # ring, dense, P = 2, N = 16: each processor's 8 rows against 8 keys at each of 2 steps
+    N, d, P, M = 16, 2, 2, 40
+    p = ioattn.plan("flash", 8, d, M, N_k=8, backward=True)
+    T_r, T_c = -(-8 // p.B_r), -(-8 // p.B_c)
+    assert T_r * T_c > 1                               # several blocks: the sums matter
+    reads = 2 * d * 8 + 2 * (4 * d * 8 + (3 * d + 2) * 8 * T_c)
+    writes = (d + 1) * 8 + 2 * (2 * d * 8 + d * 8 * T_c)
+    assert cache_io("ring", N, d, P, M, backward=True) == ([reads] * 2, [writes] * 2)
+    # causal: processor 0 skips the step whose keys are all in its future
+    r, w = cache_io("ring", N, d, P, M, causal=True, backward=True)
+    assert r[0] < r[1] and w[0] < w[1]
+
+
+def test_backward_processor_skips_what_the_mask_empties():
+    # processor 0 of a causal ring never sees a key of processor 1: its step 1 moves nothing
+    reads, writes, err, _ = _simulate_backward("ring", 12, 2, 2, 60, 1, True)
+    n = 6
+    pre_r, pre_w = 2 * 2 * n, 3 * n
+    one_r, one_w = cache_io("ring", 6, 2, 1, 60, causal=True, backward=True)   # one step
+    assert (reads[0], writes[0]) == (one_r[0], one_w[0])
+    assert reads[0] > pre_r and writes[0] > pre_w and err < 1e-10
