@@ -149,7 +149,8 @@ def merge_M(d: int) -> int:
 def check_M(name: str, d: int, M, backward: bool = False) -> int:
     """``M`` checked for a two-level run of ``name``: clear errors naming the problem. The least
     ``M`` is FlashAttention's :func:`min_M`; for the grids it also covers the merge
-    (:func:`merge_M` is smaller)."""
+    (:func:`merge_M` is smaller). With ``backward``, only :data:`BACKWARD_TWO_LEVEL` are
+    counted, from FlashAttention's backward's ``min_M(d, backward=True)``."""
     if name not in TWO_LEVEL:
         raise ValueError(f"M= (the cache of each processor) is counted for "
                          f"{', '.join(TWO_LEVEL)} only, not for {name!r}")
