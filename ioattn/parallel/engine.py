@@ -21,8 +21,9 @@ between them beside its words: a :class:`~ioattn.parallel.two_level.Processor` f
 the all-gather, all-to-all and USP (those two after their first all-to-all, on the rows of their
 heads), a :class:`~ioattn.parallel.two_level.GridProcessor` for ``grid`` and ``usp_grid``, which
 also merges the partial outputs through the cache; with ``--backward``, a
-:class:`~ioattn.parallel.two_level.BackwardProcessor` for the rings (the other backward passes
-take no ``--M``).
+:class:`~ioattn.parallel.two_level.BackwardProcessor` for the rings, USP and all-to-all (those
+two after their first all-to-all, on the rows of their heads; the other backward passes take
+no ``--M``).
 Head groups x grid (:func:`usp_grid`) runs :func:`grid` on the ranks that share the heads.
 
 The backward passes, one for every algorithm: :func:`ring_backward` (ring, striped and zigzag),
@@ -480,13 +481,15 @@ def usp(cc: Counted, QKV, N: int, rows_of, shape, causal: bool, scale: float, M=
     return O, local
 
 
-def usp_backward(cc: Counted, X, N: int, rows_of, shape, causal: bool, scale: float):
+def usp_backward(cc: Counted, X, N: int, rows_of, shape, causal: bool, scale: float, M=None):
     """USP, backward, on ``P_u x P_r`` ranks, ``p = r P_u + u``: ``X`` is this rank's
     ``H x (4d + 2) n_p`` share of ``Q, K, V, dO, L, D`` (per head its ``n_p`` rows of each, one
     after the other; ``D = rowsum(dO o O)`` is computed on the rows before, so ``O`` need not
     travel). An all-to-all within group ``r`` gives rank ``p`` the group's rows of its heads;
     the ranks with the same ``u`` run the ring's backward (:func:`_gradient_ring`) on the group
-    blocks; a second all-to-all returns the rows of ``dQ, dK, dV``. Returns ``dQ, dK, dV``."""
+    blocks; a second all-to-all returns the rows of ``dQ, dK, dV``. Returns ``dQ, dK, dV`` and,
+    with ``M``, the :class:`~ioattn.parallel.two_level.BackwardProcessor` through whose cache of
+    ``M`` entries the group's rows of its heads were folded, given ``D`` (else None)."""
     p = cc.rank
     P_u, P_r = shape
     H, n = X.shape[0], len(rows_of[p])
@@ -506,12 +509,28 @@ def usp_backward(cc: Counted, X, N: int, rows_of, shape, causal: bool, scale: fl
     for q in group:
         blk[0, :, views[q]], blk[1, :, views[q]] = part(q, 1), part(q, 2)
 
-    def fold(b, j) -> int:
-        return sum(_gradients(part(q, 0), b, part(q, 3), part(q, 4), part(q, 5), dQ[q],
-                              rows_of[q], block_rows[j], causal, scale) for q in group)
+    local = None
+    if M is None:
+        def fold(b, j) -> int:
+            return sum(_gradients(part(q, 0), b, part(q, 3), part(q, 4), part(q, 5), dQ[q],
+                                  rows_of[q], block_rows[j], causal, scale) for q in group)
+    else:                   # the group's rows of its heads (the held words again), one cache
+        def rows_(k):
+            return np.concatenate([part(q, k) for q in group], axis=-1 if k > 3 else 1)
+
+        local = BackwardProcessor(M, rows_(0), None, rows_(3), rows_(4), block_rows[r],
+                                  [block_rows[(r - s) % P_r] for s in range(P_r)], causal,
+                                  scale, D=rows_(5))
+
+        def fold(b, j) -> int:
+            return local.step((r - j) % P_r, b)
 
     home = _gradient_ring(cc, blk, [len(b) for b in block_rows], r,
                           [g * P_u + u for g in range(P_r)], fold, tag=2)
+    if local is not None:
+        dQ_r = local.gradient()
+        for q in group:
+            dQ[q][...] = dQ_r[:, views[q]]
     cc.drop(*(f"in {q}" for q in peers))
     out = cc.hold("dQ, dK, dV", np.empty((H, 3, n, d)))
     packs = {}
@@ -523,7 +542,7 @@ def usp_backward(cc: Counted, X, N: int, rows_of, shape, causal: bool, scale: fl
     cc.drop(*(f"dQ {q}" for q in group), "dK, dV" if P_r > 1 else "block 0")
     cc.exchange([(q, packs[q]) for q in peers],
                 [(q, out[ho[q % P_u]:ho[q % P_u + 1]]) for q in peers], tag=1)
-    return out[:, 0], out[:, 1], out[:, 2]
+    return out[:, 0], out[:, 1], out[:, 2], local
 
 
 def usp_grid(cc: Counted, QKV, N: int, rows_of, shape, causal: bool, scale: float, M=None):
@@ -721,8 +740,9 @@ def run_job(job: dict, comm) -> dict | None:
         if name == "usp_grid":
             out = usp_grid_backward(cc, X, N, rows_of, shape, causal, scale)
         else:       # all-to-all's backward is USP's with one group (P_r = 1)
-            out = usp_backward(cc, X, N, rows_of, (P, 1) if name == "all_to_all" else shape,
-                               causal, scale)
+            *out, local = usp_backward(cc, X, N, rows_of,
+                                       (P, 1) if name == "all_to_all" else shape, causal,
+                                       scale, M)
         out = tuple(np.ascontiguousarray(x) for x in out)
     elif backward and name == "grid":
         O = cc.hold("O", take(O_full))

@@ -69,7 +69,7 @@ groups x grid (``"usp_grid"``, ``P_u x P_a x P_b``) runs the grid, after its fir
 the ``h_u`` heads of part ``u`` with the groups' rows in its places: the formulas hold with
 ``n_p -> N_r``, ``N_a, N^b`` the groups' blocks, ``P_c -> P_b`` and ``H -> h_u``.
 
-The backward pass of the ring family (``"ring"``, ``"striped"``, ``"zigzag"``:
+The backward pass of the ring family (``"ring"``, ``"striped"``, ``"zigzag"``, the first of
 :data:`BACKWARD_TWO_LEVEL`; the engine's ``ring_backward``) keeps ``Q_p, O_p, dO_p, L_p`` in the
 processor's memory while each step's block ``(K_j, V_j, dK_j, dV_j)`` arrives there and leaves
 with its partial ``dK_j, dV_j`` updated. Per head the processor first streams its rows through
@@ -90,7 +90,23 @@ sum_{(I, J) visited at t} r_I``::
     writes_p = H [ (d + 1) n_p + sum_t ( 2 d C_t + d V_t ) ].
 
 The last hop that takes ``dK_p, dV_p`` home moves words between processors, not entries
-through the cache. The other schemes' backward passes are counted between processors only.
+through the cache.
+
+USP's backward (``"usp"``, ``"usp_zigzag"``; the engine's ``usp_backward``) runs the same after
+its first all-to-all, on other rows and heads (:func:`local_runs`): processor ``p = r P_u + u``
+folds the group blocks its ring brings into the ``N_r`` rows of group ``r`` for its ``h_u``
+heads, so the step sums hold with ``n_p -> N_r``, ``n_j -> N_j`` and ``H -> h_u``. One thing
+differs: ``D = rowsum(dO o O)`` is computed on each processor's own rows before the all-to-all
+and travels with them (``O`` does not), so the processor does not compute it; it streams its
+rows in blocks of ``min(N_r, floor(M / d))`` only to write ``dQ_i = 0``::
+
+    reads_p  = h_u sum_t ( 4 d C_t + (3d + 2) V_t ),
+    writes_p = h_u [ d N_r + sum_t ( 2 d C_t + d V_t ) ].
+
+All-to-all's backward is USP's with one group (``P_r = 1``): one step per head, the whole ``N x
+N`` backward of its ``h_p`` heads against partials ``dK, dV`` that start at zero. The
+all-to-alls move words between processors, not entries through the cache. The other schemes'
+backward passes (all-gather, the grid, head groups x grid) are counted between processors only.
 
 :func:`cache_io` gives these counts; :class:`Processor`, :class:`BackwardProcessor` and
 :class:`GridProcessor` are what an MPI rank runs (:mod:`ioattn.parallel.engine`), through its own
@@ -126,8 +142,10 @@ __all__ = ["BACKWARD_TWO_LEVEL", "GRIDS", "TWO_LEVEL", "BackwardProcessor", "Gri
 #: The algorithms whose processors run FlashAttention through a cache here (forward).
 TWO_LEVEL = ("ring", "striped", "zigzag", "all_gather", "usp", "usp_zigzag", "all_to_all",
              "grid", "usp_grid")
-#: Those whose backward pass is counted through the cache too (the ring family).
-BACKWARD_TWO_LEVEL = ("ring", "striped", "zigzag")
+#: Those whose backward pass is counted through the cache too (the ring family, USP, and
+#: all-to-all, which is USP with one group).
+BACKWARD_TWO_LEVEL = ("ring", "striped", "zigzag", "usp", "usp_zigzag", "all_to_all")
+_RINGS = ("ring", "striped", "zigzag")
 #: Those that end with the grid's merge of partial outputs (:func:`grid_runs`).
 GRIDS = ("grid", "usp_grid")
 _LAYOUT = {"ring": "contiguous", "striped": "striped", "zigzag": "zigzag",
@@ -383,17 +401,19 @@ class _BackwardStep:
         return 4 * d * C + (3 * d + 2) * V, 2 * d * C + d * V
 
 
-def _backward_cache_io(name, N, d, P, M, H, causal):
-    """:func:`cache_io` of the ring family's backward pass (module docstring)."""
+def _backward_cache_io(name, N, d, P, M, H, causal, grid):
+    """:func:`cache_io` of the backward passes of :data:`BACKWARD_TWO_LEVEL` (module
+    docstring): the ring family computes ``D_p`` through the cache, USP and all-to-all receive
+    it and only zero ``dQ``."""
     reads, writes = [], []
-    for _, qrows, ksteps in local_runs(name, N, P, H):
+    for (h0, h1), qrows, ksteps in local_runs(name, N, P, H, grid):
         n = len(qrows)
-        R, W = 2 * d * n, (d + 1) * n
+        R, W = (2 * d * n, (d + 1) * n) if name in _RINGS else (0, d * n)
         for krows in ksteps:
             r, w = _BackwardStep(n, d, M, qrows, krows, causal).io(d)
             R, W = R + r, W + w
-        reads.append(H * R)
-        writes.append(H * W)
+        reads.append((h1 - h0) * R)
+        writes.append((h1 - h0) * W)
     return reads, writes
 
 
@@ -402,7 +422,8 @@ def cache_io(name: str, N: int, d: int, P: int, M: int, *, heads: int = 1,
              backward: bool = False) -> tuple[list[int], list[int]]:
     """The entries each processor's cache reads from and writes to its memory (module
     docstring): two lists of ``P`` Python ints, from ``io_cost`` of every step's block (with
-    ``backward=True``, the ring family's backward pass, from the blocks each step visits).
+    ``backward=True``, the backward pass of :data:`BACKWARD_TWO_LEVEL`, from the blocks each
+    step visits).
 
     >>> r, w = cache_io("ring", 64, 4, 2, 64)
     >>> r[0] == 2 * io_cost("flash", 32, 4, 64, N_k=32).reads + (4 + 2) * 32
@@ -415,7 +436,7 @@ def cache_io(name: str, N: int, d: int, P: int, M: int, *, heads: int = 1,
     N, d, P, H = as_count(N, "N"), as_count(d, "d"), as_count(P, "P"), as_count(heads, "heads")
     M = check_M(name, d, M, backward)
     if backward:
-        return _backward_cache_io(name, N, d, P, M, H, causal)
+        return _backward_cache_io(name, N, d, P, M, H, causal, grid)
     reads, writes = [], []
     if name in GRIDS:
         for (h0, h1), qrows, krows, own, parts in grid_runs(name, N, d, P, H, grid):
@@ -564,25 +585,42 @@ class Processor(_Cached):
 
 
 class BackwardProcessor(_Cached):
-    """One processor's part of the ring family's backward pass through its own cache of ``M``
-    entries (module docstring).
+    """One processor's part of the backward pass of :data:`BACKWARD_TWO_LEVEL` through its own
+    cache of ``M`` entries (module docstring).
 
     Its ``Q_p, O_p, dO_p`` (``H x n_p x d``) and ``L_p`` (``H x n_p``) are placed in the slow
     memory of a :class:`~ioattn.memory.TwoLevelMemory`; the constructor computes ``D_p`` and
     zeroes ``dQ_p`` through the cache, :meth:`step` adds step ``t``'s block to ``dQ_p`` and to
-    the travelling partials ``dK_j, dV_j``, :meth:`gradient` returns ``dQ_p``.
+    the travelling partials ``dK_j, dV_j``, :meth:`gradient` returns ``dQ_p``. USP and
+    all-to-all receive ``D_p = rowsum(dO_p o O_p)`` with the rows (``O=None, D=D_p``,
+    ``H x n_p``): it is placed in the memory beside ``L_p``, and the constructor only zeroes
+    ``dQ_p``, in blocks of ``min(n_p, floor(M / d))`` rows (``d n_p`` writes, no reads).
     """
 
-    def __init__(self, M: int, Q, O, dO, L, qrows, ksteps, causal: bool, scale: float):
+    def __init__(self, M: int, Q, O, dO, L, qrows, ksteps, causal: bool, scale: float,
+                 D=None):
         H, n, d = Q.shape
+        if (O is None) == (D is None):
+            raise ValueError("BackwardProcessor takes O (to compute D through the cache) or D "
+                             "(received), not both and not neither")
         self.mem = mem = TwoLevelMemory(M, owner="flash backward")
         self.H, self.n, self.d, self.scale = H, n, d, scale
         self.steps = [_BackwardStep(n, d, M, qrows, k, causal) for k in ksteps]
         self.Q = [mem.load(f"Q {h}", Q[h]) for h in range(H)]
         self.dO = [mem.load(f"dO {h}", dO[h]) for h in range(H)]
         self.L = [mem.load(f"L {h}", L[h]) for h in range(H)]
-        self.D = [mem.allocate_slow(f"D {h}", n) for h in range(H)]
         self.dQ = [mem.allocate_slow(f"dQ {h}", (n, d)) for h in range(H)]
+        if D is not None:
+            self.D = [mem.load(f"D {h}", D[h]) for h in range(H)]
+            B = min(n, M // d)
+            for h in range(H):
+                for i0 in range(0, n, B):
+                    rows_ = slice(i0, min(i0 + B, n))
+                    dQ_i = mem.allocate((rows_.stop - rows_.start, d), "dQ_i")
+                    mem.write(self.dQ[h], dQ_i, rows_)
+                    mem.free(dQ_i)
+            return
+        self.D = [mem.allocate_slow(f"D {h}", n) for h in range(H)]
         B = min(n, M // (2 * d + 1))
         for h in range(H):
             O_h = mem.load(f"O {h}", O[h])

@@ -72,25 +72,34 @@ USP_SHAPES = [("usp", [2, 2], 37, 3, 4, False, 40), ("usp", [2, 2], 40, 4, 2, Tr
               ("usp_grid", [2, 1, 2], 37, 3, 2, True, 40),
               ("usp_grid", [1, 2, 2], 40, 4, 3, True, 20),
               ("usp_grid", [2, 2, 1], 30, 4, 2, False, 600)]
+#: USP's backward pass at the shapes of 4 ranks (the default ones are in BACKWARD_CASES).
+USP_BACKWARD_SHAPES = [("usp", [2, 2], 37, 3, 4, False, 40), ("usp", [2, 2], 40, 4, 2, True, 60),
+                       ("usp", [4, 1], 30, 4, 5, True, 600), ("usp", [1, 4], 40, 4, 1, True, 32),
+                       ("usp_zigzag", [2, 2], 37, 3, 2, True, 40),
+                       ("usp_zigzag", [2, 2], 64, 8, 3, True, 600)]
 
 
 def test_shaped_both_levels_at_every_shape_of_four_ranks():
+    shapes = [(s, False) for s in USP_SHAPES] + [(s, True) for s in USP_BACKWARD_SHAPES]
     jobs = [{"id": i, "name": name, "N": N, "d": d, "heads": H, "causal": causal, "M": M,
-             "grid": grid, "seed": 700 + i}
-            for i, (name, grid, N, d, H, causal, M) in enumerate(USP_SHAPES)]
+             "grid": grid, "backward": backward, "seed": 700 + i}
+            for i, ((name, grid, N, d, H, causal, M), backward) in enumerate(shapes)]
     got = launch(jobs, 4, timeout=600)
-    assert [r["id"] for r in got] == list(range(len(USP_SHAPES)))
+    assert [r["id"] for r in got] == list(range(len(shapes)))
+    assert sum(r["backward"] for r in got) == len(USP_BACKWARD_SHAPES)
     for r in got:
         counted = as_cost(r)
         closed = parallel.cost(r["name"], r["N"], r["d"], 4, heads=r["heads"],
-                               causal=r["causal"], grid=tuple(r["grid"]), M=r["M"])
+                               causal=r["causal"], backward=r["backward"],
+                               grid=tuple(r["grid"]), M=r["M"])
         assert np.array_equal(counted.cache_reads, closed.cache_reads), r["grid"]
         assert np.array_equal(counted.cache_writes, closed.cache_writes), r["grid"]
         assert counted == closed and counted.max_cache_io > 0
         assert r["error"] < 1e-10
 
 
-#: The ring family's backward pass: (N, d, H, causal, M), the smallest cache (7d + 4) and larger.
+#: The backward passes counted at both levels: (N, d, H, causal, M), the smallest cache (7d + 4)
+#: and larger.
 BACKWARD_SHAPES = [(40, 4, 1, True, 32), (37, 3, 2, True, 60), (29, 2, 1, False, 18),
                    (48, 4, 2, False, 400), (64, 8, 1, True, 600)]
 BACKWARD_CASES = list(itertools.product(BACKWARD_TWO_LEVEL, BACKWARD_SHAPES))
@@ -100,8 +109,9 @@ BACKWARD_CASES = list(itertools.product(BACKWARD_TWO_LEVEL, BACKWARD_SHAPES))
 def backward_results(request):
     assert parallel.available(), "mpi4py and mpiexec are installed by `make` (parallel extra)"
     P = request.param
-    jobs = [{"id": i, "name": name, "N": N, "d": d, "heads": H, "causal": causal, "M": M,
-             "backward": True, "grid": None, "seed": 900 + i}
+    # all_to_all gives each rank whole heads: H + P of them
+    jobs = [{"id": i, "name": name, "N": N, "d": d, "heads": H + P * (name == "all_to_all"),
+             "causal": causal, "M": M, "backward": True, "grid": None, "seed": 900 + i}
             for i, (name, (N, d, H, causal, M)) in enumerate(BACKWARD_CASES)]
     return P, launch(jobs, P, timeout=600)
 
@@ -141,9 +151,10 @@ def test_run_backward_with_a_cache():
 
 def test_run_rejects_a_cache_it_cannot_count():
     Q = np.zeros((8, 4))
-    for name in ("all_gather", "usp", "grid"):
+    for name in ("all_gather", "grid", "usp_grid"):
         with pytest.raises(ValueError, match=f"M= counts the backward pass of ring, striped, "
-                                             f"zigzag only, not of '{name}'"):
+                                             f"zigzag, usp, usp_zigzag, all_to_all only, not of "
+                                             f"'{name}'"):
             parallel.run(name, Q, Q, Q, P=2, backward=True, dO=Q, M=100)
     with pytest.raises(ValueError, match="at least 7d \\+ 4 = 32"):
         parallel.run("ring", Q, Q, Q, P=2, backward=True, dO=Q, M=31)

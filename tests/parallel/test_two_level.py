@@ -148,8 +148,12 @@ def test_the_cost_carries_the_cache_counts():
     ({"name": "usp_grid", "heads": 2, "M": 19}, "at least 4d \\+ 4 = 20"),
     ({"name": "all_to_all", "heads": 2, "M": 19}, "at least 4d \\+ 4 = 20"),
     ({"backward": True, "name": "all_gather"}, "M= counts the backward pass of ring, striped, "
-                                               "zigzag only, not of 'all_gather'"),
-    ({"backward": True, "name": "grid"}, "backward pass of ring, striped, zigzag only"),
+                                               "zigzag, usp, usp_zigzag, all_to_all only, not "
+                                               "of 'all_gather'"),
+    ({"backward": True, "name": "grid"}, "backward pass of ring, striped, zigzag, usp, "
+                                         "usp_zigzag, all_to_all only"),
+    ({"backward": True, "name": "all_to_all", "heads": 2, "M": 13},
+     "backward pass needs a cache of at least 7d \\+ 4 = 32"),
     ({"backward": True, "M": 31}, "backward pass needs a cache of at least 7d \\+ 4 = 32"),
     ({"name": "all_to_all", "heads": 1}, "heads >= P"),
 ])
@@ -260,27 +264,38 @@ def test_a_grid_processor_refuses_a_wrong_merge():
 
 
 # ----------------------------------------------------------------------------- backward
-def _simulate_backward(name, N, d, P, M, H, causal, seed=0):
-    """The ring family's backward pass, every processor through its own cache: block ``j``
-    (``K_j, V_j`` and its partial ``dK_j, dV_j``, zeros at first) is at processor ``(j + s) mod
-    P`` at step ``s``, as the ring passes it on; returns the counts, the gradients' largest
+def _simulate_backward(name, N, d, P, M, H, causal, seed=0, grid=None):
+    """The backward pass of :data:`BACKWARD_TWO_LEVEL`, every processor through its own cache:
+    block ``j`` (``K_j, V_j`` and its partial ``dK_j, dV_j``, zeros at first) is at processor
+    ``(j + s) mod P`` at step ``s``, as the ring passes it on (USP's and all-to-all's: group
+    block ``j`` of the heads of part ``u`` at the processor of group ``(j + s) mod P_r`` and
+    part ``u``, which received ``D`` with the rows); returns the counts, the gradients' largest
     error against the reference and the largest peak."""
     rng = np.random.default_rng(seed)
     Q, K, V, dO = rng.standard_normal((4, H, N, d))
     tau = 1 / np.sqrt(d)
     O, L = attention(Q, K, V, causal=causal, scale=tau)
-    runs = local_runs(name, N, P, H)
-    rows_of = [q for _, q, _ in runs]
-    procs = [BackwardProcessor(M, Q[:, q], O[:, q], dO[:, q], L[:, q], q, ks, causal, tau)
-             for _, q, ks in runs]
-    blocks = [np.stack([K[:, q], V[:, q], np.zeros_like(K[:, q]), np.zeros_like(V[:, q])])
-              for q in rows_of]
-    for s in range(P):
-        for p in range(P):
-            procs[p].step(s, blocks[(p - s) % P])
+    runs = local_runs(name, N, P, H, grid)
+    procs = []
+    for (h0, h1), q, ks in runs:
+        x = (Q[h0:h1][:, q], O[h0:h1][:, q], dO[h0:h1][:, q], L[h0:h1][:, q])
+        if name in ("ring", "striped", "zigzag"):
+            procs.append(BackwardProcessor(M, *x, q, ks, causal, tau))
+        else:
+            D = np.einsum("hnd,hnd->hn", x[2], x[1])
+            procs.append(BackwardProcessor(M, x[0], None, x[2], x[3], q, ks, causal, tau, D=D))
+    # the travelling blocks, by (heads, first row of their rows): each run's own block
+    blocks = {(h, int(q[0])): np.stack([K[h[0]:h[1]][:, q], V[h[0]:h[1]][:, q],
+                                        np.zeros_like(K[h[0]:h[1]][:, q]),
+                                        np.zeros_like(V[h[0]:h[1]][:, q])])
+              for h, q, _ in runs}
+    for s in range(len(runs[0][2])):
+        for p, (h, _, ks) in enumerate(runs):
+            procs[p].step(s, blocks[(h, int(ks[s][0]))])
     dQ, dK, dV = (np.full_like(Q, np.nan) for _ in range(3))
-    for p, q in enumerate(rows_of):
-        dQ[:, q], dK[:, q], dV[:, q] = procs[p].gradient(), blocks[p][2], blocks[p][3]
+    for p, ((h0, h1), q, _) in enumerate(runs):
+        b = blocks[((h0, h1), int(q[0]))]
+        dQ[h0:h1][:, q], dK[h0:h1][:, q], dV[h0:h1][:, q] = procs[p].gradient(), b[2], b[3]
     want = attention_backward(Q, K, V, dO, causal=causal, scale=tau)
     err = max(float(np.abs(g - w).max()) for g, w in zip((dQ, dK, dV), want))
     return ([x.reads for x in procs], [x.writes for x in procs], err,
@@ -296,12 +311,65 @@ def test_backward_simulated_equals_closed_form_over_a_grid(name):
     for N, d, P, M, H, causal in BACKWARD_GRID:
         if M < min_M(d, backward=True):
             continue
+        if name == "all_to_all":        # whole heads: H >= P
+            H += P
         reads, writes, err, peak = _simulate_backward(name, N, d, P, M, H, causal, seed=N + M)
         assert (reads, writes) == cache_io(name, N, d, P, M, heads=H, causal=causal,
                                            backward=True), (N, d, P, M, H, causal)
         assert err < 1e-10 and peak <= M
         got = parallel.cost(name, N, d, P, heads=H, causal=causal, backward=True, M=M)
         assert got.cache_reads.tolist() == reads and got.cache_writes.tolist() == writes
+
+
+def test_usp_backward_at_every_shape_equals_the_closed_form():
+    checked = 0
+    for name in ("usp", "usp_zigzag"):
+        for N, d, M, H, causal in itertools.product((13, 24), (1, 3), (11, 40, 400), (2, 3, 4),
+                                                    (False, True)):
+            if M < min_M(d, backward=True):
+                continue
+            for P, grid in ((4, (2, 2)), (4, (4, 1)), (4, (1, 4)), (2, (2, 1)), (6, (2, 3)),
+                            (6, (3, 2))):
+                if H < grid[0]:
+                    continue
+                reads, writes, err, peak = _simulate_backward(name, N, d, P, M, H, causal,
+                                                              seed=N + M, grid=grid)
+                assert (reads, writes) == cache_io(name, N, d, P, M, heads=H, causal=causal,
+                                                   grid=grid, backward=True), \
+                    (name, N, d, P, M, H, grid)
+                c = parallel.cost(name, N, d, P, heads=H, causal=causal, grid=grid,
+                                  backward=True, M=M)
+                assert (c.cache_reads.tolist(), c.cache_writes.tolist()) == (reads, writes)
+                assert err < 1e-10 and peak <= M
+                checked += 1
+    assert checked >= 150
+
+
+def test_usp_backward_limits_are_the_ring_and_one_step_per_head():
+    # P_u = 1: the ring's backward steps, with D received (2 d n_p reads and n_p writes
+    # fewer per head); P_r = 1 is all-to-all's backward: one step of all N rows per head
+    N, d, P, M, H = 24, 3, 4, 60, 2
+    for causal in (False, True):
+        r, w = cache_io("usp", N, d, P, M, heads=H, causal=causal, grid=(1, P), backward=True)
+        rr, rw = cache_io("ring", N, d, P, M, heads=H, causal=causal, backward=True)
+        n = N // P
+        assert r == [x - H * 2 * d * n for x in rr] and w == [x - H * n for x in rw]
+        a_r, a_w = cache_io("all_to_all", N, d, P, M, heads=P + 1, causal=causal, backward=True)
+        u_r, u_w = cache_io("usp", N, d, P, M, heads=P + 1, causal=causal, grid=(P, 1),
+                            backward=True)
+        assert (a_r, a_w) == (u_r, u_w)
+        one_r, one_w = cache_io("ring", N, d, 1, M, causal=causal, backward=True)  # one step
+        per_head = ([one_r[0] - 2 * d * N], [one_w[0] - N])
+        assert (a_r[1:], a_w[1:]) == (per_head[0] * (P - 1), per_head[1] * (P - 1))
+        assert (a_r[0], a_w[0]) == (2 * per_head[0][0], 2 * per_head[1][0])   # 2 heads
+
+
+def test_backward_processor_takes_O_or_D():
+    Q = np.zeros((1, 4, 2))
+    for O, D in ((None, None), (Q, np.zeros((1, 4)))):
+        with pytest.raises(ValueError, match="takes O .* or D"):
+            BackwardProcessor(60, Q, O, Q, np.zeros((1, 4)), np.arange(4), [np.arange(4)],
+                              False, 1.0, D=D)
 
 
 def test_backward_closed_form_by_hand():
