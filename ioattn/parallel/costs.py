@@ -469,8 +469,8 @@ def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = Fa
         ``"grid"`` and ``"usp_grid"`` the merge of the partial outputs by log-sum-exp
         through the cache (:mod:`~ioattn.parallel.two_level`; every algorithm's forward pass,
         ``M >= 4d + 4``, and the backward pass of ``"ring"``, ``"striped"``, ``"zigzag"``,
-        ``"usp"``, ``"usp_zigzag"`` and ``"all_to_all"``, the FlashAttention backward on every
-        step's block, ``M >= 7d + 4``).
+        ``"usp"``, ``"usp_zigzag"``, ``"all_to_all"`` and ``"all_gather"``, the FlashAttention
+        backward on every step's block and the all-gather's additions, ``M >= 7d + 4``).
 
     Returns
     -------

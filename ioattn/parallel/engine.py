@@ -21,9 +21,10 @@ between them beside its words: a :class:`~ioattn.parallel.two_level.Processor` f
 the all-gather, all-to-all and USP (those two after their first all-to-all, on the rows of their
 heads), a :class:`~ioattn.parallel.two_level.GridProcessor` for ``grid`` and ``usp_grid``, which
 also merges the partial outputs through the cache; with ``--backward``, a
-:class:`~ioattn.parallel.two_level.BackwardProcessor` for the rings, USP and all-to-all (those
-two after their first all-to-all, on the rows of their heads; the other backward passes take
-no ``--M``).
+:class:`~ioattn.parallel.two_level.BackwardProcessor` for the rings, the all-gather (which
+also adds the partials of its reduce-scatter through the cache), USP and all-to-all (those two
+after their first all-to-all, on the rows of their heads; the grids' backward passes take no
+``--M``).
 Head groups x grid (:func:`usp_grid`) runs :func:`grid` on the ranks that share the heads.
 
 The backward passes, one for every algorithm: :func:`ring_backward` (ring, striped and zigzag),
@@ -365,13 +366,18 @@ def all_gather(cc: Counted, Q, KV, rows_of, causal: bool, scale: float, local=No
     return O, m
 
 
-def all_gather_backward(cc: Counted, Q, KV, O, dO, L, rows_of, causal: bool, scale: float):
+def all_gather_backward(cc: Counted, Q, KV, O, dO, L, rows_of, causal: bool, scale: float,
+                        local=None):
     """All-gather of ``K, V``, backward [LLAMA3]: rank ``p`` gathers every block of ``K, V``
     again (one message to each other rank), adds each block's part to ``dQ_p`` and to its own
     partial ``dK_j, dV_j`` of every block ``j``, and a ring reduce-scatter (``P - 1`` steps: at
     step ``s`` it passes the running sum of block ``p - s - 1`` to ``p + 1`` and adds its partial
     of block ``p - s - 2`` to the sum arriving from ``p - 1``) leaves it the whole ``dK_p,
-    dV_p``. Returns ``dQ, dK, dV``."""
+    dV_p``. Returns ``dQ, dK, dV``. With ``local``, a
+    :class:`~ioattn.parallel.two_level.BackwardProcessor`, the blocks are folded in one step
+    through its cache (all ``N`` keys, the partials from zero) and each addition of the
+    reduce-scatter goes through it too
+    (:meth:`~ioattn.parallel.two_level.BackwardProcessor.add`)."""
     p, P = cc.rank, cc.size
     H, n, d = Q.shape
     D = cc.hold("D", np.einsum("hnd,hnd->hn", dO, O))
@@ -382,14 +388,25 @@ def all_gather_backward(cc: Counted, Q, KV, O, dO, L, rows_of, causal: bool, sca
         blocks[q] = cc.hold(f"K, V {q}", np.empty((2, H, len(rows_of[q]), d)))
     cc.exchange([(q, KV) for q in peers], [(q, blocks[q]) for q in peers])
     parts = {q: cc.hold(f"dK, dV {q}", np.zeros((2, H, len(rows_of[q]), d))) for q in range(P)}
-    cc.work.append(sum(_gradients(Q, (*blocks[q], *parts[q]), dO, L, D, dQ, rows_of[p],
-                                  rows_of[q], causal, scale) for q in range(P)))
+    if local is None:
+        cc.work.append(sum(_gradients(Q, (*blocks[q], *parts[q]), dO, L, D, dQ, rows_of[p],
+                                      rows_of[q], causal, scale) for q in range(P)))
+    else:                   # every block and partial (the held words again), in one step
+        blk = np.concatenate([np.concatenate([blocks[q], parts[q]]) for q in range(P)], axis=2)
+        cc.work.append(local.step(0, blk))
+        at = np.cumsum([0] + [len(r) for r in rows_of])
+        for q in range(P):
+            parts[q][...] = blk[2:, :, at[q]:at[q + 1]]
+        dQ[...] = local.gradient()
     cc.drop(*(f"K, V {q}" for q in peers))
     for s in range(P - 1):                      # the ring reduce-scatter of dK, dV
         out, into = (p - s - 1) % P, (p - s - 2) % P
         got = cc.hold("sum", np.empty_like(parts[into]))
         cc.exchange([((p + 1) % P, parts[out])], [((p - 1) % P, got)], tag=1)
-        parts[into] += got
+        if local is None:
+            parts[into] += got
+        else:
+            local.add(parts[into], got)
         cc.drop("sum")
     return dQ, parts[p][0], parts[p][1]
 
@@ -773,11 +790,11 @@ def run_job(job: dict, comm) -> dict | None:
         if backward:
             O, dO = cc.hold("O", take(O_full)), cc.hold("dO", take(full["dO"]))
             L = cc.hold("L", take(L_full))
-            if M is not None:       # ring, striped, zigzag (check_M): the held words again
+            if M is not None:       # the rings and all-gather (check_M): the held words again
                 local = BackwardProcessor(M, Q, O, dO, L, mine, ksteps[p], causal, scale)
             comm.Barrier()
             if name == "all_gather":
-                out = all_gather_backward(cc, Q, KV, O, dO, L, rows_of, causal, scale)
+                out = all_gather_backward(cc, Q, KV, O, dO, L, rows_of, causal, scale, local)
             else:
                 out = ring_backward(cc, Q, KV, O, dO, L, rows_of, causal, scale, local)
         elif name == "grid":

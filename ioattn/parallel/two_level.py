@@ -105,8 +105,23 @@ rows in blocks of ``min(N_r, floor(M / d))`` only to write ``dQ_i = 0``::
 
 All-to-all's backward is USP's with one group (``P_r = 1``): one step per head, the whole ``N x
 N`` backward of its ``h_p`` heads against partials ``dK, dV`` that start at zero. The
-all-to-alls move words between processors, not entries through the cache. The other schemes'
-backward passes (all-gather, the grid, head groups x grid) are counted between processors only.
+all-to-alls move words between processors, not entries through the cache.
+
+The all-gather's backward (``"all_gather"``; the engine's ``all_gather_backward``) is the ring
+family's with one step, its ``n_p`` rows against all ``N`` keys (in the order of the
+processors) and partials ``dK, dV`` of every block that start at zero, followed by the ring
+reduce-scatter of those partials. Its ``P - 1`` additions are computation, so they go through
+the cache (:func:`add`): at step ``s`` the running sum of block ``j = p - s - 2`` arrives in the
+memory, and for each of ``dK_j, dV_j`` and each head the processor streams rows of the sum and
+of its own partial through the cache, in blocks of ``min(n_j, floor(M / 2d))``, and writes the
+new sum over its partial (``2 d n_j`` reads, ``d n_j`` writes, :func:`add_io`). The blocks it
+adds are all but that of ``p - 1``, so with ``C, V`` of its one step::
+
+    reads_p  = H [ 2 d n_p + 4 d C + (3d + 2) V + 4 d (N - n_{p-1}) ],
+    writes_p = H [ (d + 1) n_p + 2 d C + d V + 2 d (N - n_{p-1}) ].
+
+The backward passes of the grid and of head groups x grid are counted between processors
+only.
 
 :func:`cache_io` gives these counts; :class:`Processor`, :class:`BackwardProcessor` and
 :class:`GridProcessor` are what an MPI rank runs (:mod:`ioattn.parallel.engine`), through its own
@@ -136,16 +151,17 @@ from ..memory import TwoLevelMemory
 from .layout import group_rows, offsets, rows, usp_shape
 
 __all__ = ["BACKWARD_TWO_LEVEL", "GRIDS", "TWO_LEVEL", "BackwardProcessor", "GridProcessor",
-           "Processor", "cache_io", "check_M", "grid_runs", "key_steps", "local_runs", "merge",
-           "merge_M", "merge_io", "min_M"]
+           "Processor", "add", "add_io", "cache_io", "check_M", "grid_runs", "key_steps",
+           "local_runs", "merge", "merge_M", "merge_io", "min_M"]
 
 #: The algorithms whose processors run FlashAttention through a cache here (forward).
 TWO_LEVEL = ("ring", "striped", "zigzag", "all_gather", "usp", "usp_zigzag", "all_to_all",
              "grid", "usp_grid")
 #: Those whose backward pass is counted through the cache too (the ring family, USP, and
-#: all-to-all, which is USP with one group).
-BACKWARD_TWO_LEVEL = ("ring", "striped", "zigzag", "usp", "usp_zigzag", "all_to_all")
-_RINGS = ("ring", "striped", "zigzag")
+#: all-to-all, which is USP with one group, and the all-gather with its reduce-scatter).
+BACKWARD_TWO_LEVEL = ("ring", "striped", "zigzag", "usp", "usp_zigzag", "all_to_all",
+                      "all_gather")
+_D_HERE = ("ring", "striped", "zigzag", "all_gather")      # D_p computed through the cache
 #: Those that end with the grid's merge of partial outputs (:func:`grid_runs`).
 GRIDS = ("grid", "usp_grid")
 _LAYOUT = {"ring": "contiguous", "striped": "striped", "zigzag": "zigzag",
@@ -408,13 +424,46 @@ def _backward_cache_io(name, N, d, P, M, H, causal, grid):
     reads, writes = [], []
     for (h0, h1), qrows, ksteps in local_runs(name, N, P, H, grid):
         n = len(qrows)
-        R, W = (2 * d * n, (d + 1) * n) if name in _RINGS else (0, d * n)
+        R, W = (2 * d * n, (d + 1) * n) if name in _D_HERE else (0, d * n)
         for krows in ksteps:
             r, w = _BackwardStep(n, d, M, qrows, krows, causal).io(d)
             R, W = R + r, W + w
         reads.append((h1 - h0) * R)
         writes.append((h1 - h0) * W)
+    if name == "all_gather" and P > 1:        # the reduce-scatter's additions (add_io)
+        sizes = [len(q) for _, q, _ in local_runs(name, N, P, H)]
+        for p in range(P):
+            r, w = add_io(N - sizes[(p - 1) % P], d)
+            reads[p] += 2 * H * r
+            writes[p] += 2 * H * w
     return reads, writes
+
+
+def add_io(n: int, d: int) -> tuple[int, int]:
+    """The entries :func:`add` moves for ``n x d`` arrays: it reads both and writes the sum.
+
+    >>> add_io(5, 2)
+    (20, 10)
+    """
+    n, d = as_count(n, "n"), as_count(d, "d")
+    return 2 * d * n, d * n
+
+
+def add(mem: TwoLevelMemory, total, part) -> None:
+    """``total += part`` through the cache of ``mem`` (two ``n x d`` slow arrays; the sum
+    overwrites ``total``): blocks of ``B = min(n, floor(M / 2d))`` rows stream through the cache,
+    each row of both read once and of the sum written once (:func:`add_io`)."""
+    n, d = total.shape
+    if mem.M < 2 * d:
+        raise ValueError(f"the addition streams rows of two arrays through the cache, so it "
+                         f"needs M >= 2d = {2 * d} entries at d = {d}; got M = {mem.M}")
+    B = min(n, mem.M // (2 * d))
+    for i0 in range(0, n, B):
+        rows_ = slice(i0, min(i0 + B, n))
+        t, q = mem.read(total, rows_), mem.read(part, rows_)
+        t += q
+        mem.write(total, t, rows_)
+        mem.free(t, q)
 
 
 def cache_io(name: str, N: int, d: int, P: int, M: int, *, heads: int = 1,
@@ -604,7 +653,7 @@ class BackwardProcessor(_Cached):
             raise ValueError("BackwardProcessor takes O (to compute D through the cache) or D "
                              "(received), not both and not neither")
         self.mem = mem = TwoLevelMemory(M, owner="flash backward")
-        self.H, self.n, self.d, self.scale = H, n, d, scale
+        self.H, self.n, self.d, self.scale, self.adds = H, n, d, scale, 0
         self.steps = [_BackwardStep(n, d, M, qrows, k, causal) for k in ksteps]
         self.Q = [mem.load(f"Q {h}", Q[h]) for h in range(H)]
         self.dO = [mem.load(f"dO {h}", dO[h]) for h in range(H)]
@@ -693,6 +742,18 @@ class BackwardProcessor(_Cached):
             mem.write(dV, dV_j, cols)
             mem.free(K_j, V_j, dK_j, dV_j)
         return work
+
+    def add(self, total: np.ndarray, part: np.ndarray) -> None:
+        """The all-gather's reduce-scatter, one step: ``total += part`` in place, for ``2 x H x
+        n_j x d`` partials ``dK_j, dV_j`` (its own, and the running sum that arrived, both
+        placed in the memory), through the cache (:func:`add`)."""
+        mem = self.mem
+        self.adds += 1
+        for i in range(2):
+            for h in range(self.H):
+                T = mem.load(f"sum {self.adds} {i} {h}", total[i, h])
+                add(mem, T, mem.load(f"part {self.adds} {i} {h}", part[i, h]))
+                total[i, h] = mem.fetch(T)
 
     def gradient(self) -> np.ndarray:
         """``dQ_p`` (``H x n_p x d``), copied out of the slow memory (not a transfer)."""

@@ -13,8 +13,8 @@ from ioattn import parallel
 from ioattn.parallel.reference import attention, attention_backward
 from ioattn.memory import TwoLevelMemory
 from ioattn.parallel.two_level import (BACKWARD_TWO_LEVEL, GRIDS, TWO_LEVEL, BackwardProcessor,
-                                       GridProcessor, Processor, cache_io, grid_runs,
-                                       local_runs, merge, merge_io, merge_M, min_M)
+                                       GridProcessor, Processor, add, add_io, cache_io,
+                                       grid_runs, local_runs, merge, merge_io, merge_M, min_M)
 
 
 def _simulate(name, N, d, P, M, H, causal, seed=0, grid=None):
@@ -147,11 +147,11 @@ def test_the_cost_carries_the_cache_counts():
     ({"name": "grid", "M": 19}, "at least 4d \\+ 4 = 20"),
     ({"name": "usp_grid", "heads": 2, "M": 19}, "at least 4d \\+ 4 = 20"),
     ({"name": "all_to_all", "heads": 2, "M": 19}, "at least 4d \\+ 4 = 20"),
-    ({"backward": True, "name": "all_gather"}, "M= counts the backward pass of ring, striped, "
-                                               "zigzag, usp, usp_zigzag, all_to_all only, not "
-                                               "of 'all_gather'"),
+    ({"backward": True, "name": "usp_grid"}, "M= counts the backward pass of ring, striped, "
+                                             "zigzag, usp, usp_zigzag, all_to_all, all_gather "
+                                             "only, not of 'usp_grid'"),
     ({"backward": True, "name": "grid"}, "backward pass of ring, striped, zigzag, usp, "
-                                         "usp_zigzag, all_to_all only"),
+                                         "usp_zigzag, all_to_all, all_gather only"),
     ({"backward": True, "name": "all_to_all", "heads": 2, "M": 13},
      "backward pass needs a cache of at least 7d \\+ 4 = 32"),
     ({"backward": True, "M": 31}, "backward pass needs a cache of at least 7d \\+ 4 = 32"),
@@ -275,6 +275,8 @@ def _simulate_backward(name, N, d, P, M, H, causal, seed=0, grid=None):
     Q, K, V, dO = rng.standard_normal((4, H, N, d))
     tau = 1 / np.sqrt(d)
     O, L = attention(Q, K, V, causal=causal, scale=tau)
+    if name == "all_gather":
+        return _simulate_all_gather_backward(Q, K, V, dO, O, L, P, M, causal, tau)
     runs = local_runs(name, N, P, H, grid)
     procs = []
     for (h0, h1), q, ks in runs:
@@ -296,6 +298,34 @@ def _simulate_backward(name, N, d, P, M, H, causal, seed=0, grid=None):
     for p, ((h0, h1), q, _) in enumerate(runs):
         b = blocks[((h0, h1), int(q[0]))]
         dQ[h0:h1][:, q], dK[h0:h1][:, q], dV[h0:h1][:, q] = procs[p].gradient(), b[2], b[3]
+    want = attention_backward(Q, K, V, dO, causal=causal, scale=tau)
+    err = max(float(np.abs(g - w).max()) for g, w in zip((dQ, dK, dV), want))
+    return ([x.reads for x in procs], [x.writes for x in procs], err,
+            max(x.mem.io.peak for x in procs))
+
+
+def _simulate_all_gather_backward(Q, K, V, dO, O, L, P, M, causal, tau):
+    """The all-gather's backward: every processor folds all ``N`` keys in one step (partials
+    from zero), then the ring reduce-scatter: at step ``s`` processor ``p`` receives the running
+    sum of block ``p - s - 2`` from ``p - 1`` and adds its own partial through its cache."""
+    H, N, d = Q.shape
+    runs = local_runs("all_gather", N, P, H)
+    rows_of = [q for _, q, _ in runs]
+    at = np.cumsum([0] + [len(q) for q in rows_of])
+    procs, parts = [], []
+    for _, q, ks in runs:
+        proc = BackwardProcessor(M, Q[:, q], O[:, q], dO[:, q], L[:, q], q, ks, causal, tau)
+        blk = np.stack([K[:, ks[0]], V[:, ks[0]], np.zeros((H, N, d)), np.zeros((H, N, d))])
+        proc.step(0, blk)
+        procs.append(proc)
+        parts.append([blk[2:, :, at[j]:at[j + 1]].copy() for j in range(P)])
+    for s in range(P - 1):
+        sent = [parts[p][(p - s - 1) % P].copy() for p in range(P)]
+        for p in range(P):
+            procs[p].add(parts[p][(p - s - 2) % P], sent[(p - 1) % P])
+    dQ, dK, dV = (np.full_like(Q, np.nan) for _ in range(3))
+    for p, q in enumerate(rows_of):
+        dQ[:, q], dK[:, q], dV[:, q] = procs[p].gradient(), parts[p][p][0], parts[p][p][1]
     want = attention_backward(Q, K, V, dO, causal=causal, scale=tau)
     err = max(float(np.abs(g - w).max()) for g, w in zip((dQ, dK, dV), want))
     return ([x.reads for x in procs], [x.writes for x in procs], err,
@@ -362,6 +392,36 @@ def test_usp_backward_limits_are_the_ring_and_one_step_per_head():
         per_head = ([one_r[0] - 2 * d * N], [one_w[0] - N])
         assert (a_r[1:], a_w[1:]) == (per_head[0] * (P - 1), per_head[1] * (P - 1))
         assert (a_r[0], a_w[0]) == (2 * per_head[0][0], 2 * per_head[1][0])   # 2 heads
+
+
+def test_the_reduce_scatter_adds_rows_through_the_cache():
+    rng = np.random.default_rng(4)
+    X, Y = rng.standard_normal((2, 7, 3))
+    for M in (6, 13, 100):
+        mem = TwoLevelMemory(M)
+        T = mem.load("total", X)
+        add(mem, T, mem.load("part", Y))
+        assert np.array_equal(mem.fetch(T), X + Y)
+        assert (mem.reads, mem.writes) == add_io(7, 3) == (42, 21) and mem.io.peak <= M
+    with pytest.raises(ValueError, match="M >= 2d = 6"):
+        add(TwoLevelMemory(5), TwoLevelMemory(5).load("t", X), None)
+
+
+def test_all_gather_backward_is_one_step_and_the_additions():
+    # dense: every processor's n_p rows against all N keys in one step, then P - 1 additions
+    # of a block of dK, dV (all blocks but that of p - 1)
+    N, d, P, M, H = 24, 3, 4, 90, 2
+    r, w = cache_io("all_gather", N, d, P, M, heads=H, backward=True)
+    n = N // P
+    p = ioattn.plan("flash", n, d, M, N_k=N, backward=True)
+    T_c = -(-N // p.B_c)                                   # every key block, every query row
+    step_r = H * (2 * d * n + 4 * d * N + (3 * d + 2) * n * T_c)
+    step_w = H * ((d + 1) * n + 2 * d * N + d * n * T_c)
+    add_r, add_w = add_io(N - n, d)                        # the blocks but that of p - 1
+    assert (r, w) == ([step_r + 2 * H * add_r] * P, [step_w + 2 * H * add_w] * P)
+    # at P = 1 nothing is added: the ring's one step
+    assert cache_io("all_gather", N, d, 1, M, heads=H, backward=True) == \
+        cache_io("ring", N, d, 1, M, heads=H, backward=True)
 
 
 def test_backward_processor_takes_O_or_D():
