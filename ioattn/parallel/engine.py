@@ -23,8 +23,9 @@ heads), a :class:`~ioattn.parallel.two_level.GridProcessor` for ``grid`` and ``u
 also merges the partial outputs through the cache; with ``--backward``, a
 :class:`~ioattn.parallel.two_level.BackwardProcessor` for the rings, the all-gather (which
 also adds the partials of its reduce-scatter through the cache), USP and all-to-all (those two
-after their first all-to-all, on the rows of their heads; the grids' backward passes take no
-``--M``).
+after their first all-to-all, on the rows of their heads), ``grid`` and ``usp_grid`` (one
+step on the gathered blocks, given ``D``, then the additions of both reduce-scatters through
+the cache).
 Head groups x grid (:func:`usp_grid`) runs :func:`grid` on the ranks that share the heads.
 
 The backward passes, one for every algorithm: :func:`ring_backward` (ring, striped and zigzag),
@@ -599,7 +600,8 @@ def usp_grid(cc: Counted, QKV, N: int, rows_of, shape, causal: bool, scale: floa
     return O, local
 
 
-def grid_backward(cc: Counted, X, KV, rows_of, shape, causal: bool, scale: float, ranks=None):
+def grid_backward(cc: Counted, X, KV, rows_of, shape, causal: bool, scale: float, ranks=None,
+                  M=None):
     """The two-dimensional scheme, backward, on a ``P_r x P_c`` grid, rank ``p = a P_c + b``:
     ``X`` is this place's ``H x n_p x (2d + 2)`` of ``Q, dO, L, D`` (``D = rowsum(dO o O)`` is
     computed on the rows before, so ``O`` need not travel), ``KV`` its ``2 x H x n_p x d``.
@@ -610,7 +612,10 @@ def grid_backward(cc: Counted, X, KV, rows_of, shape, causal: bool, scale: float
     rows along the row, each partial ``dK, dV`` along the column, and the place sums those of its
     own rows. ``ranks``, when given, are the MPI ranks of the places (the grids of
     ``"usp_grid"``). Returns ``dQ`` and ``dK, dV`` (``2 x H x n_p x d``) of the place, held as
-    ``"dQ {p}"`` and ``"dK, dV {p}"``."""
+    ``"dQ {p}"`` and ``"dK, dV {p}"``, and, with ``M``, the
+    :class:`~ioattn.parallel.two_level.BackwardProcessor` through whose cache of ``M`` entries
+    the gathered blocks were folded in one step (given ``D``) and the partials that arrived
+    were added (:meth:`~ioattn.parallel.two_level.BackwardProcessor.add`; else None)."""
     at = list(range(cc.size)) if ranks is None else list(ranks)
     p = at.index(cc.rank)
     P_r, P_c = shape
@@ -628,27 +633,53 @@ def grid_backward(cc: Counted, X, KV, rows_of, shape, causal: bool, scale: float
     cc.exchange([(at[k], KV) for k in col], [(at[k], KVs[k]) for k in col], tag=6)
     dQ = {q: cc.hold(f"dQ {q}", np.zeros((H, len(rows_of[q]), d))) for q in Xs}
     dKV = {k: cc.hold(f"dK, dV {k}", np.zeros((2, H, len(rows_of[k]), d))) for k in KVs}
-    cc.work.append(sum(_gradients(Xs[q][..., :d], (*KVs[k], *dKV[k]), Xs[q][..., d:2 * d],
-                                  Xs[q][..., 2 * d], Xs[q][..., 2 * d + 1], dQ[q], rows_of[q],
-                                  rows_of[k], causal, scale) for q in Xs for k in KVs))
+    local = None
+    if M is None:
+        cc.work.append(sum(_gradients(Xs[q][..., :d], (*KVs[k], *dKV[k]), Xs[q][..., d:2 * d],
+                                      Xs[q][..., 2 * d], Xs[q][..., 2 * d + 1], dQ[q],
+                                      rows_of[q], rows_of[k], causal, scale)
+                           for q in Xs for k in KVs))
+    else:                   # the gathered blocks (the held words again), one step, one cache
+        qs = [a * P_c + c for c in range(P_c)]
+        ks = [r * P_c + b for r in range(P_r)]
+        Xq = np.concatenate([Xs[q] for q in qs], axis=1)
+        krows = np.concatenate([rows_of[k] for k in ks])
+        local = BackwardProcessor(M, Xq[..., :d], None, Xq[..., d:2 * d], Xq[..., 2 * d],
+                                  np.concatenate([rows_of[q] for q in qs]), [krows], causal,
+                                  scale, D=Xq[..., 2 * d + 1])
+        blk = np.concatenate([np.concatenate([KVs[k], dKV[k]]) for k in ks], axis=2)
+        cc.work.append(local.step(0, blk))
+        at = np.cumsum([0] + [len(rows_of[k]) for k in ks])
+        for i, k in enumerate(ks):
+            dKV[k][...] = blk[2:, :, at[i]:at[i + 1]]
+        dQ_a, at = local.gradient(), np.cumsum([0] + [len(rows_of[q]) for q in qs])
+        for i, q in enumerate(qs):
+            dQ[q][...] = dQ_a[:, at[i]:at[i + 1]]
     cc.drop(*(f"Q, dO, L, D {q}" for q in row), *(f"K, V {k}" for k in col))
     for parts, peers, name, tag in ((dQ, row, "dQ", 7), (dKV, col, "dK, dV", 8)):
         got = {q: cc.hold(f"{name} from {q}", np.empty_like(parts[p])) for q in peers}
         cc.exchange([(at[q], parts[q]) for q in peers], [(at[q], got[q]) for q in peers],
                     tag=tag)
         for q in peers:
-            parts[p] += got[q]
+            if local is None:
+                parts[p] += got[q]
+            elif name == "dQ":
+                local.add(parts[p][None], got[q][None])
+            else:
+                local.add(parts[p], got[q])
         cc.drop(*(f"{name} from {q}" for q in peers), *(f"{name} {q}" for q in peers))
-    return dQ[p], dKV[p]
+    return dQ[p], dKV[p], local
 
 
-def usp_grid_backward(cc: Counted, X, N: int, rows_of, shape, causal: bool, scale: float):
+def usp_grid_backward(cc: Counted, X, N: int, rows_of, shape, causal: bool, scale: float,
+                      M=None):
     """Head groups x grid, backward, on ``P_u x P_a x P_b`` ranks, ``p = r P_u + u``
     (``r = a P_b + b``): ``X`` is this rank's ``H x (4d + 2) n_p`` share of ``Q, K, V, dO, L,
     D`` (as for :func:`usp_backward`). The all-to-all within group ``r`` gives rank ``p`` the
     group's rows of its heads; the ranks with the same ``u`` run :func:`grid_backward` on them,
     the groups' rows in the places of a ``P_a x P_b`` grid; a second all-to-all returns the rows
-    of ``dQ, dK, dV``. Returns ``dQ, dK, dV``."""
+    of ``dQ, dK, dV``. Returns ``dQ, dK, dV`` and, with ``M``, the
+    :class:`~ioattn.parallel.two_level.BackwardProcessor` of its grid (else None)."""
     p = cc.rank
     P_u, P_a, P_b = shape
     P_r = P_a * P_b
@@ -667,8 +698,8 @@ def usp_grid_backward(cc: Counted, X, N: int, rows_of, shape, causal: bool, scal
             piece[:, 4 * m * d:4 * m * d + m], piece[:, 4 * m * d + m:]
         KV_r[:, :, views[q]] = blocks[:, 1:3].transpose(1, 0, 2, 3)
     cc.drop(*(f"in {q}" for q in peers))
-    dQ_r, dKV_r = grid_backward(cc, X_r, KV_r, block_rows, (P_a, P_b), causal, scale,
-                                ranks=[g * P_u + u for g in range(P_r)])
+    dQ_r, dKV_r, local = grid_backward(cc, X_r, KV_r, block_rows, (P_a, P_b), causal, scale,
+                                       ranks=[g * P_u + u for g in range(P_r)], M=M)
     cc.drop("Q_r, dO_r, L_r, D_r", "K_r, V_r")
     out = cc.hold("dQ, dK, dV", np.empty((H, 3, n, d)))
     packs = {}
@@ -680,7 +711,7 @@ def usp_grid_backward(cc: Counted, X, N: int, rows_of, shape, causal: bool, scal
     cc.drop(f"dQ {r}", f"dK, dV {r}")
     cc.exchange([(q, packs[q]) for q in peers],
                 [(q, out[ho[q % P_u]:ho[q % P_u + 1]]) for q in peers], tag=1)
-    return out[:, 0], out[:, 1], out[:, 2]
+    return out[:, 0], out[:, 1], out[:, 2], local
 
 
 def _usp_ring(cc: Counted, cur, block_rows, P_u: int, r: int, u: int, fold) -> None:
@@ -756,7 +787,7 @@ def run_job(job: dict, comm) -> dict | None:
              take(full["V"]).reshape(H, -1), dO.reshape(H, -1), take(L_full), D], axis=1))
         comm.Barrier()
         if name == "usp_grid":
-            out = usp_grid_backward(cc, X, N, rows_of, shape, causal, scale)
+            *out, local = usp_grid_backward(cc, X, N, rows_of, shape, causal, scale, M)
         else:       # all-to-all's backward is USP's with one group (P_r = 1)
             *out, local = usp_backward(cc, X, N, rows_of,
                                        (P, 1) if name == "all_to_all" else shape, causal,
@@ -770,7 +801,7 @@ def run_job(job: dict, comm) -> dict | None:
              np.einsum("hnd,hnd->hn", dO, O)[..., None]], axis=2))
         KV = cc.hold("K, V", np.ascontiguousarray(np.stack([take(full["K"]), take(full["V"])])))
         comm.Barrier()
-        dQ, dKV = grid_backward(cc, X, KV, rows_of, shape, causal, scale)
+        dQ, dKV, local = grid_backward(cc, X, KV, rows_of, shape, causal, scale, M=M)
         out = (dQ, dKV[0], dKV[1])
     elif name in ("all_to_all", "usp", "usp_zigzag", "usp_grid"):
         QKV = cc.hold("Q, K, V", np.ascontiguousarray(

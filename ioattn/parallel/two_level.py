@@ -157,10 +157,11 @@ __all__ = ["BACKWARD_TWO_LEVEL", "GRIDS", "TWO_LEVEL", "BackwardProcessor", "Gri
 #: The algorithms whose processors run FlashAttention through a cache here (forward).
 TWO_LEVEL = ("ring", "striped", "zigzag", "all_gather", "usp", "usp_zigzag", "all_to_all",
              "grid", "usp_grid")
-#: Those whose backward pass is counted through the cache too (the ring family, USP, and
-#: all-to-all, which is USP with one group, and the all-gather with its reduce-scatter).
+#: Those whose backward pass is counted through the cache too: every scheme (the ring family,
+#: USP, all-to-all, which is USP with one group, the all-gather and the grids with their
+#: reduce-scatters).
 BACKWARD_TWO_LEVEL = ("ring", "striped", "zigzag", "usp", "usp_zigzag", "all_to_all",
-                      "all_gather")
+                      "all_gather", "grid", "usp_grid")
 _D_HERE = ("ring", "striped", "zigzag", "all_gather")      # D_p computed through the cache
 #: Those that end with the grid's merge of partial outputs (:func:`grid_runs`).
 GRIDS = ("grid", "usp_grid")
@@ -183,14 +184,12 @@ def merge_M(d: int) -> int:
 def check_M(name: str, d: int, M, backward: bool = False) -> int:
     """``M`` checked for a two-level run of ``name``: clear errors naming the problem. The least
     ``M`` is FlashAttention's :func:`min_M`; for the grids it also covers the merge
-    (:func:`merge_M` is smaller). With ``backward``, only :data:`BACKWARD_TWO_LEVEL` are
-    counted, from FlashAttention's backward's ``min_M(d, backward=True)``."""
+    (:func:`merge_M` is smaller). With ``backward`` (every scheme, :data:`BACKWARD_TWO_LEVEL`)
+    it is FlashAttention's backward's ``min_M(d, backward=True)``, which also covers the
+    additions of the reduce-scatters (:func:`add`, ``2d``)."""
     if name not in TWO_LEVEL:
         raise ValueError(f"M= (the cache of each processor) is counted for "
                          f"{', '.join(TWO_LEVEL)} only, not for {name!r}")
-    if backward and name not in BACKWARD_TWO_LEVEL:
-        raise ValueError(f"M= counts the backward pass of {', '.join(BACKWARD_TWO_LEVEL)} only, "
-                         f"not of {name!r}; drop backward=True or M=")
     M = as_count(M, "M")
     if backward:
         if M < min_M(d, True):
@@ -422,6 +421,16 @@ def _backward_cache_io(name, N, d, P, M, H, causal, grid):
     docstring): the ring family computes ``D_p`` through the cache, USP and all-to-all receive
     it and only zero ``dQ``."""
     reads, writes = [], []
+    if name in GRIDS:
+        from .costs import check
+        P_rows = check(name, N, d, P, H, True, grid)[4][-2]
+        for (h0, h1), qrows, krows, own, P_c in grid_runs(name, N, d, P, H, grid):
+            r, w = _BackwardStep(len(qrows), d, M, qrows, krows, causal).io(d)
+            ar, aw = add_io(own.stop - own.start, d)
+            adds = (P_c - 1) + 2 * (P_rows - 1)         # dQ along the row, dK, dV the column
+            reads.append((h1 - h0) * (r + adds * ar))
+            writes.append((h1 - h0) * (d * len(qrows) + w + adds * aw))
+        return reads, writes
     for (h0, h1), qrows, ksteps in local_runs(name, N, P, H, grid):
         n = len(qrows)
         R, W = (2 * d * n, (d + 1) * n) if name in _D_HERE else (0, d * n)
@@ -744,12 +753,12 @@ class BackwardProcessor(_Cached):
         return work
 
     def add(self, total: np.ndarray, part: np.ndarray) -> None:
-        """The all-gather's reduce-scatter, one step: ``total += part`` in place, for ``2 x H x
-        n_j x d`` partials ``dK_j, dV_j`` (its own, and the running sum that arrived, both
-        placed in the memory), through the cache (:func:`add`)."""
+        """One addition of a reduce-scatter: ``total += part`` in place, for ``k x H x n_j x d``
+        partials (``k = 2``: ``dK_j, dV_j``; ``k = 1``: the grid's ``dQ``; its own, and the one
+        that arrived, both placed in the memory), through the cache (:func:`add`)."""
         mem = self.mem
         self.adds += 1
-        for i in range(2):
+        for i in range(total.shape[0]):
             for h in range(self.H):
                 T = mem.load(f"sum {self.adds} {i} {h}", total[i, h])
                 add(mem, T, mem.load(f"part {self.adds} {i} {h}", part[i, h]))

@@ -72,11 +72,16 @@ USP_SHAPES = [("usp", [2, 2], 37, 3, 4, False, 40), ("usp", [2, 2], 40, 4, 2, Tr
               ("usp_grid", [2, 1, 2], 37, 3, 2, True, 40),
               ("usp_grid", [1, 2, 2], 40, 4, 3, True, 20),
               ("usp_grid", [2, 2, 1], 30, 4, 2, False, 600)]
-#: USP's backward pass at the shapes of 4 ranks (the default ones are in BACKWARD_CASES).
+#: The shaped backward passes at the shapes of 4 ranks (the default ones are in BACKWARD_CASES).
 USP_BACKWARD_SHAPES = [("usp", [2, 2], 37, 3, 4, False, 40), ("usp", [2, 2], 40, 4, 2, True, 60),
                        ("usp", [4, 1], 30, 4, 5, True, 600), ("usp", [1, 4], 40, 4, 1, True, 32),
                        ("usp_zigzag", [2, 2], 37, 3, 2, True, 40),
-                       ("usp_zigzag", [2, 2], 64, 8, 3, True, 600)]
+                       ("usp_zigzag", [2, 2], 64, 8, 3, True, 600),
+                       ("grid", [2, 2], 37, 3, 2, True, 32), ("grid", [1, 4], 40, 4, 1, True, 60),
+                       ("grid", [4, 1], 30, 4, 2, False, 600),
+                       ("usp_grid", [2, 1, 2], 37, 3, 2, True, 40),
+                       ("usp_grid", [1, 2, 2], 40, 4, 3, True, 32),
+                       ("usp_grid", [2, 2, 1], 30, 4, 2, False, 600)]
 
 
 def test_shaped_both_levels_at_every_shape_of_four_ranks():
@@ -151,13 +156,9 @@ def test_run_backward_with_a_cache():
 
 def test_run_rejects_a_cache_it_cannot_count():
     Q = np.zeros((8, 4))
-    for name in ("grid", "usp_grid"):
-        with pytest.raises(ValueError, match=f"M= counts the backward pass of ring, striped, "
-                                             f"zigzag, usp, usp_zigzag, all_to_all, all_gather "
-                                             f"only, not of '{name}'"):
-            parallel.run(name, Q, Q, Q, P=2, backward=True, dO=Q, M=100)
-    with pytest.raises(ValueError, match="at least 7d \\+ 4 = 32"):
-        parallel.run("ring", Q, Q, Q, P=2, backward=True, dO=Q, M=31)
+    for name in ("ring", "grid", "usp_grid"):
+        with pytest.raises(ValueError, match="at least 7d \\+ 4 = 32"):
+            parallel.run(name, Q, Q, Q, P=2, backward=True, dO=Q, M=31)
     for name in ("ring", "grid", "usp_grid"):
         with pytest.raises(ValueError, match="at least 4d \\+ 4 = 20"):
             parallel.run(name, Q, Q, Q, P=2, M=19)
