@@ -468,9 +468,9 @@ def cost(name: str, N: int, d: int, P: int, *, heads: int = 1, causal: bool = Fa
         processor's memory and its cache, FlashAttention-2 on every step's block, and for
         ``"grid"`` and ``"usp_grid"`` the merge of the partial outputs by log-sum-exp
         through the cache (:mod:`~ioattn.parallel.two_level`; every algorithm's forward pass,
-        ``M >= 4d + 4``, and the backward pass of ``"ring"``, ``"striped"``, ``"zigzag"``,
-        ``"usp"``, ``"usp_zigzag"``, ``"all_to_all"`` and ``"all_gather"``, the FlashAttention
-        backward on every step's block and the all-gather's additions, ``M >= 7d + 4``).
+        ``M >= 4d + 4``, and every algorithm's backward pass, the FlashAttention backward on
+        every step's block and the additions of the reduce-scatters of ``"all_gather"``,
+        ``"grid"`` and ``"usp_grid"``, ``M >= 7d + 4``).
 
     Returns
     -------

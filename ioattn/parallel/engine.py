@@ -649,12 +649,12 @@ def grid_backward(cc: Counted, X, KV, rows_of, shape, causal: bool, scale: float
                                   scale, D=Xq[..., 2 * d + 1])
         blk = np.concatenate([np.concatenate([KVs[k], dKV[k]]) for k in ks], axis=2)
         cc.work.append(local.step(0, blk))
-        at = np.cumsum([0] + [len(rows_of[k]) for k in ks])
+        off = np.cumsum([0] + [len(rows_of[k]) for k in ks])
         for i, k in enumerate(ks):
-            dKV[k][...] = blk[2:, :, at[i]:at[i + 1]]
-        dQ_a, at = local.gradient(), np.cumsum([0] + [len(rows_of[q]) for q in qs])
+            dKV[k][...] = blk[2:, :, off[i]:off[i + 1]]
+        dQ_a, off = local.gradient(), np.cumsum([0] + [len(rows_of[q]) for q in qs])
         for i, q in enumerate(qs):
-            dQ[q][...] = dQ_a[:, at[i]:at[i + 1]]
+            dQ[q][...] = dQ_a[:, off[i]:off[i + 1]]
     cc.drop(*(f"Q, dO, L, D {q}" for q in row), *(f"K, V {k}" for k in col))
     for parts, peers, name, tag in ((dQ, row, "dQ", 7), (dKV, col, "dK, dV", 8)):
         got = {q: cc.hold(f"{name} from {q}", np.empty_like(parts[p])) for q in peers}

@@ -120,8 +120,24 @@ adds are all but that of ``p - 1``, so with ``C, V`` of its one step::
     reads_p  = H [ 2 d n_p + 4 d C + (3d + 2) V + 4 d (N - n_{p-1}) ],
     writes_p = H [ (d + 1) n_p + 2 d C + d V + 2 d (N - n_{p-1}) ].
 
-The backward passes of the grid and of head groups x grid are counted between processors
-only.
+The grid's backward (``"grid"``; the engine's ``grid_backward``) is one step and two
+reduce-scatters. Processor ``(a, b)`` gathers ``Q, dO, L, D`` of its query block (``N_a`` rows)
+along grid row ``a`` and ``K, V`` of its key block (``N^b`` rows) along grid column ``b``; ``D``
+arrives with the rows, as in USP's backward, so per head it only zeroes ``dQ`` of the ``N_a``
+rows (``d N_a`` writes) and runs one rectangular FlashAttention backward on its ``N_a x N^b``
+block under the causal mask of the global rows, partials ``dK, dV`` starting at zero (``C, V``
+of that one step, as above). Each partial is then sent straight to the processor of its rows:
+processor ``(a, b)`` receives the ``P_c - 1`` partials ``dQ`` of its ``n_p`` rows from its grid
+row and the ``P_r - 1`` partials ``dK, dV`` from its grid column, and adds each to its own
+through the cache (:func:`add`, :func:`add_io`)::
+
+    reads_p  = H [ 4 d C + (3d + 2) V + 2 d n_p (P_c - 1 + 2 (P_r - 1)) ],
+    writes_p = H [ d N_a + 2 d C + d V + d n_p (P_c - 1 + 2 (P_r - 1)) ].
+
+Head groups x grid (``"usp_grid"``; ``usp_grid_backward``) runs the same after its first
+all-to-all on the ``h_u`` heads of part ``u``, with the groups' rows in the places of the ``P_a x
+P_b`` grid: ``n_p -> N_r``, ``P_r -> P_a``, ``P_c -> P_b`` and ``H -> h_u``. So every scheme's
+backward is counted at both levels (:data:`BACKWARD_TWO_LEVEL` is :data:`TWO_LEVEL`).
 
 :func:`cache_io` gives these counts; :class:`Processor`, :class:`BackwardProcessor` and
 :class:`GridProcessor` are what an MPI rank runs (:mod:`ioattn.parallel.engine`), through its own
@@ -649,8 +665,8 @@ class BackwardProcessor(_Cached):
     Its ``Q_p, O_p, dO_p`` (``H x n_p x d``) and ``L_p`` (``H x n_p``) are placed in the slow
     memory of a :class:`~ioattn.memory.TwoLevelMemory`; the constructor computes ``D_p`` and
     zeroes ``dQ_p`` through the cache, :meth:`step` adds step ``t``'s block to ``dQ_p`` and to
-    the travelling partials ``dK_j, dV_j``, :meth:`gradient` returns ``dQ_p``. USP and
-    all-to-all receive ``D_p = rowsum(dO_p o O_p)`` with the rows (``O=None, D=D_p``,
+    the travelling partials ``dK_j, dV_j``, :meth:`gradient` returns ``dQ_p``. USP,
+    all-to-all and the grids receive ``D_p = rowsum(dO_p o O_p)`` with the rows (``O=None, D=D_p``,
     ``H x n_p``): it is placed in the memory beside ``L_p``, and the constructor only zeroes
     ``dQ_p``, in blocks of ``min(n_p, floor(M / d))`` rows (``d n_p`` writes, no reads).
     """
