@@ -166,9 +166,9 @@ def test_sweep_marks_what_does_not_apply():
     (("usp", 8, 2, 4), {"grid": (2, 3), "heads": 2}, "not P = 4"),
     (("usp", 8, 2, 4), {"grid": 2}, r"a pair \(P_u, P_r\)"),
     (("grid", 8, 2, 4), {"grid": (3, 2)}, "not P = 4"),
-    (("grid", 8, 2, 4), {"backward": True, "M": 31},
+    (("grid", 8, 2, 4), {"backward": True, "M": 17},
      "FlashAttention's backward pass needs a cache of at least 7d \\+ 4 = 18 entries at d = 2; "
-     "got M = 31"),
+     "got M = 17"),
     (("all_to_all", 8, 2, 4), {"backward": True, "heads": 2}, "heads >= P"),
     (("ring", 8, 0, 2), {}, "d must be at least 1"),
     (("ring", 8.0, 2, 2), {}, "N must be an integer"),
