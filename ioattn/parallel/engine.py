@@ -59,8 +59,7 @@ from .costs import LAYOUT, check, cost
 from .counted import Counted
 from .layout import group_rows, offsets, rows
 from .reference import attention, attention_backward
-from .two_level import (BACKWARD_TWO_LEVEL, BackwardProcessor, GridProcessor, Processor, check_M,
-                        key_steps)
+from .two_level import BackwardProcessor, GridProcessor, Processor, check_M, key_steps
 
 __all__ = ["ERROR", "all_gather", "all_gather_backward", "all_to_all", "grid", "grid_backward",
            "main", "ring", "ring_backward", "run_job", "usp", "usp_backward", "usp_grid",
@@ -899,8 +898,7 @@ def _cli(argv, comm) -> None:
     p.add_argument("--grid", help="P_r x P_c for grid, P_u x P_r for usp and usp_zigzag, "
                    "P_u x P_a x P_b (or P_u x P_r) for usp_grid, e.g. 2x4")
     p.add_argument("--M", type=int, help="a cache of M entries in every process: also count "
-                   "the entries between its memory and its cache (the forward pass of every "
-                   f"scheme, the backward of {', '.join(BACKWARD_TWO_LEVEL)})")
+                   "the entries between its memory and its cache")
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args(argv)
     grid_ = tuple(int(x) for x in a.grid.lower().split("x")) if a.grid else None
