@@ -366,22 +366,25 @@ def _mask(qrows, krows, causal: bool):
 
 
 class _Step:
-    """One step's plan, mask and the query blocks it visits."""
+    """One step's plan (of the forward pass, or of the ``backward`` one), mask and the blocks
+    it visits: ``r`` and ``c`` the rows of its query and key blocks, ``nonempty`` and ``full``
+    those of its score blocks; ``plan`` None for a step the causal mask empties."""
 
-    def __init__(self, n, d, M, qrows, krows, causal):
+    def __init__(self, n, d, M, qrows, krows, causal, backward: bool = False):
         self.mask = _mask(qrows, krows, causal)
         self.n_k = len(krows)
         self.plan = None
         if self.mask is False:
             return
-        self.plan = plan("flash", n, d, M, N_k=self.n_k, mask=self.mask)
-        T_r = -(-n // self.plan.B_r)
-        T_c = -(-self.n_k // self.plan.B_c)
+        self.plan = plan("flash", n, d, M, N_k=self.n_k, mask=self.mask, backward=backward)
+        B_r, B_c = self.plan.B_r, self.plan.B_c
+        self.r = np.minimum(B_r, n - B_r * np.arange(-(-n // B_r)))
+        self.c = np.minimum(B_c, self.n_k - B_c * np.arange(-(-self.n_k // B_c)))
         if self.mask is None:
-            self.nonempty = np.ones((T_r, T_c), bool)
+            self.nonempty = np.ones((self.r.size, self.c.size), bool)
             self.full = self.nonempty
         else:
-            blocks = self.plan.mask.blocks(self.plan.B_r, self.plan.B_c)
+            blocks = self.plan.mask.blocks(B_r, B_c)
             self.nonempty, self.full = blocks.nonempty, blocks.full
 
     @property
@@ -402,26 +405,11 @@ def _schedule(n, d, M, qrows, ksteps, causal):
     return steps, B_r, T_r, first, last
 
 
-class _BackwardStep:
-    """One backward step's plan, mask and visited blocks (module docstring): None for a step
-    the causal mask empties."""
+class _BackwardStep(_Step):
+    """One backward step (module docstring): a :class:`_Step` of the backward pass."""
 
     def __init__(self, n, d, M, qrows, krows, causal):
-        self.mask = _mask(qrows, krows, causal)
-        self.n_k = len(krows)
-        self.plan = None
-        if self.mask is False:
-            return
-        self.plan = plan("flash", n, d, M, N_k=self.n_k, mask=self.mask, backward=True)
-        B_r, B_c = self.plan.B_r, self.plan.B_c
-        self.r = np.minimum(B_r, n - B_r * np.arange(-(-n // B_r)))
-        self.c = np.minimum(B_c, self.n_k - B_c * np.arange(-(-self.n_k // B_c)))
-        if self.mask is None:
-            self.nonempty = np.ones((self.r.size, self.c.size), bool)
-            self.full = self.nonempty
-        else:
-            blocks = self.plan.mask.blocks(B_r, B_c)
-            self.nonempty, self.full = blocks.nonempty, blocks.full
+        super().__init__(n, d, M, qrows, krows, causal, backward=True)
 
     def io(self, d: int) -> tuple[int, int]:
         """``(4 d C_t + (3d + 2) V_t, 2 d C_t + d V_t)`` of the module docstring."""
