@@ -99,6 +99,9 @@ TABLET = {"width": 768, "height": 1024}
 #: How long (ms) a wait for what a tap or a click should bring about may last: only a guard
 #: against a page that never responds, generous enough for a loaded machine.
 RESPONSE = 30_000
+#: How long (ms) loading a page may last: a guard against a page that never loads, generous
+#: enough for the heaviest page (a few MB of figures and widget data) on a busy machine.
+LOAD = 180_000
 
 
 class Visit:
@@ -123,6 +126,7 @@ class Visit:
         self.errors: list[str] = []
         self.external: list[str] = []
         self.context.route("**/*", self._route)
+        self.context.set_default_navigation_timeout(LOAD)
         self.page = self.context.new_page()
         self.page.on("console", lambda m: m.type == "error" and self.errors.append(
             f"console: {m.text} ({m.location.get('url', '')})"))
@@ -218,6 +222,7 @@ def test_every_page_loads_offline_typeset_and_with_its_figures(built, site, brow
 
 def test_the_front_door_opens_the_preface(built, site, browser):
     context = browser.new_context()
+    context.set_default_navigation_timeout(LOAD)
     try:
         page = context.new_page()
         page.goto(site + "index.html")
